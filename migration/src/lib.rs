@@ -1,0 +1,27 @@
+//! Database migrations for ephemera, shared by SQLite (the embedded default)
+//! and PostgreSQL (production). Each migration is plain SQL that both engines
+//! accept, so the two schemas cannot drift apart. Migrations never import the
+//! application's entities.
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20261129_000001_foundation;
+
+/// The ordered list of migrations.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261129_000001_foundation::Migration)]
+    }
+}
+
+/// Runs each statement of a `;`-separated SQL script in order.
+pub(crate) async fn run_script(manager: &SchemaManager<'_>, script: &str) -> Result<(), DbErr> {
+    let db = manager.get_connection();
+    for statement in script.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        db.execute_unprepared(statement).await?;
+    }
+    Ok(())
+}

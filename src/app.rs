@@ -1,0 +1,184 @@
+//! The application: [`AppState`] (database, clock, ids, events, keys,
+//! settings) and [`App`], which connects, migrates, builds the schema and the
+//! router, starts the jobs, binds, and serves until told to stop.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use rand::RngCore;
+use sea_orm::DatabaseConnection;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::auth::TokenKeys;
+use crate::clock::{Clock, duration_millis};
+use crate::config::Config;
+use crate::db::{self, DbStats};
+use crate::domain::page::Cursors;
+use crate::error::{AppError, AppResult};
+use crate::events::EventBus;
+use crate::ids::IdGenerator;
+use crate::{graphql, http, jobs};
+
+/// What every request, job and resolver shares. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub config: Arc<Config>,
+    pub clock: Clock,
+    pub ids: Arc<IdGenerator>,
+    pub events: EventBus,
+    pub tokens: TokenKeys,
+    pub cursors: Cursors,
+    pub db_stats: Arc<DbStats>,
+}
+
+impl AppState {
+    /// Connects to the database and migrates it; does not bind or start jobs.
+    pub async fn connect(config: Config, clock: Clock) -> AppResult<Self> {
+        let secret = jwt_secret(&config).await?;
+        let db_stats = Arc::new(DbStats::default());
+        if !config.is_postgres() {
+            tokio::fs::create_dir_all(&config.data_dir)
+                .await
+                .map_err(|e| AppError::internal("creating the data dir", e))?;
+        }
+        let db = db::connect(
+            &config.effective_database_url(),
+            config.db_pool,
+            db_stats.clone(),
+        )
+        .await?;
+        migrate(&db).await?;
+        Ok(Self {
+            db,
+            tokens: TokenKeys::new(secret.as_bytes(), duration_millis(config.token_ttl)),
+            cursors: Cursors::new(secret.as_bytes()),
+            ids: Arc::new(IdGenerator::new(config.node_id)),
+            events: EventBus::new(config.event_buffer),
+            config: Arc::new(config),
+            clock,
+            db_stats,
+        })
+    }
+}
+
+/// Applies pending migrations.
+pub async fn migrate(db: &DatabaseConnection) -> AppResult<()> {
+    use migration::MigratorTrait;
+    migration::Migrator::up(db, None)
+        .await
+        .map_err(|e| AppError::internal("migrating the database", e))
+}
+
+/// The configured JWT secret, or in embedded mode the one kept in the data
+/// dir (generated on first start). PostgreSQL deployments must configure it,
+/// the same on every instance.
+async fn jwt_secret(config: &Config) -> AppResult<String> {
+    if let Some(secret) = &config.jwt_secret {
+        if secret.len() < 32 {
+            return Err(AppError::bad_input(
+                "EPHEMERA_JWT_SECRET must be at least 32 characters",
+            ));
+        }
+        return Ok(secret.clone());
+    }
+    if config.is_postgres() {
+        return Err(AppError::bad_input(
+            "EPHEMERA_JWT_SECRET is required with PostgreSQL (the same value on every instance)",
+        ));
+    }
+    let path = config.data_dir.join("jwt-secret");
+    match tokio::fs::read_to_string(&path).await {
+        Ok(s) if s.trim().len() >= 32 => Ok(s.trim().to_owned()),
+        _ => generate_secret(&config.data_dir, &path).await,
+    }
+}
+
+async fn generate_secret(dir: &Path, path: &Path) -> AppResult<String> {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|e| AppError::internal("creating the data dir", e))?;
+    tokio::fs::write(path, &secret)
+        .await
+        .map_err(|e| AppError::internal("writing the JWT secret", e))?;
+    restrict_permissions(path).await;
+    Ok(secret)
+}
+
+#[cfg(unix)]
+async fn restrict_permissions(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).await;
+}
+
+#[cfg(not(unix))]
+async fn restrict_permissions(_path: &Path) {}
+
+/// A running server.
+pub struct App {
+    state: AppState,
+    listener: TcpListener,
+    router: axum::Router,
+    scheduler: Option<jobs::Scheduler>,
+}
+
+impl App {
+    /// Connects, migrates, builds the schema and router, binds the listen
+    /// address (port 0 picks a free port) and starts the jobs if enabled.
+    pub async fn build(config: Config, clock: Clock) -> AppResult<Self> {
+        let listen = config.listen;
+        let state = AppState::connect(config, clock).await?;
+        let schema = graphql::build_schema(state.clone());
+        let router = http::router(state.clone(), schema);
+        let listener = TcpListener::bind(listen)
+            .await
+            .map_err(|e| AppError::internal("binding the listen address", e))?;
+        let scheduler = if state.config.jobs {
+            Some(jobs::Scheduler::start(state.clone()).await?)
+        } else {
+            None
+        };
+        Ok(Self {
+            state,
+            listener,
+            router,
+            scheduler,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> AppResult<SocketAddr> {
+        self.listener
+            .local_addr()
+            .map_err(|e| AppError::internal("reading the listen address", e))
+    }
+
+    pub fn state(&self) -> &AppState {
+        &self.state
+    }
+
+    /// Serves until `shutdown` turns true (or its sender is dropped).
+    pub async fn run_until(self, mut shutdown: watch::Receiver<bool>) -> AppResult<()> {
+        let signal = async move {
+            while !*shutdown.borrow() {
+                if shutdown.changed().await.is_err() {
+                    break;
+                }
+            }
+        };
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(signal)
+            .await
+            .map_err(|e| AppError::internal("serving", e));
+        if let Some(scheduler) = self.scheduler {
+            scheduler.stop().await;
+        }
+        self.state.db.clone().close().await.ok();
+        served
+    }
+}

@@ -1,0 +1,206 @@
+//! Typed settings. Every setting comes from a command-line flag or its
+//! `EPHEMERA_`-prefixed environment variable (`DATABASE_URL` keeps its common
+//! name); the defaults are the embedded mode: SQLite in `./ephemera-data`,
+//! listening on 127.0.0.1:8080. `ephemera --help` lists them all.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// The command line of the `ephemera` binary.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ephemera",
+    version,
+    about = "A GraphQL server for ephemeral social content"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub config: Config,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What the binary does; `serve` when none is given.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Migrate the database, then serve GraphQL (the default).
+    Serve,
+    /// Apply pending database migrations and exit.
+    Migrate,
+    /// Print the GraphQL schema (SDL) and exit.
+    Schema,
+    /// Run background jobs by hand.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+}
+
+/// `ephemera jobs ...`
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Run one job once, print what it did and exit.
+    Run {
+        /// The job to run.
+        name: JobName,
+    },
+}
+
+/// The jobs that can be run by hand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum JobName {
+    /// Delete expired statuses, their seen rows and tray entries.
+    StatusPurge,
+}
+
+/// All settings.
+#[derive(Clone, Debug, Args)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "EPHEMERA_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Database URL: `postgres://...` for PostgreSQL or `sqlite://path?mode=rwc`.
+    /// Unset means SQLite in the data dir.
+    #[arg(long, env = "DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    /// Directory for the embedded database, the generated JWT secret and local media.
+    #[arg(long, env = "EPHEMERA_DATA_DIR", default_value = "./ephemera-data")]
+    pub data_dir: PathBuf,
+
+    /// Secret that signs tokens and cursors (at least 32 characters). Generated and
+    /// kept in the data dir in embedded mode; required with PostgreSQL, and the same
+    /// on every instance.
+    #[arg(long, env = "EPHEMERA_JWT_SECRET", hide_env_values = true)]
+    pub jwt_secret: Option<String>,
+
+    /// How long a status lives, e.g. `24h`, `90s`.
+    #[arg(long, env = "EPHEMERA_STATUS_TTL", default_value = "24h", value_parser = parse_duration)]
+    pub status_ttl: Duration,
+
+    /// How long a sign-in token is valid, e.g. `30d`.
+    #[arg(long, env = "EPHEMERA_TOKEN_TTL", default_value = "30d", value_parser = parse_duration)]
+    pub token_ttl: Duration,
+
+    /// When the status purge runs: 6-field cron (seconds first), UTC.
+    #[arg(
+        long,
+        env = "EPHEMERA_STATUS_PURGE_CRON",
+        default_value = "0 * * * * *"
+    )]
+    pub status_purge_cron: String,
+
+    /// Rows the status purge deletes per transaction.
+    #[arg(long, env = "EPHEMERA_STATUS_PURGE_BATCH", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub status_purge_batch: u32,
+
+    /// Run the scheduled jobs in this instance. Safe on several instances at once.
+    #[arg(long, env = "EPHEMERA_JOBS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub jobs: bool,
+
+    /// Largest page a connection returns; larger `first`/`last` are clamped to it.
+    #[arg(long, env = "EPHEMERA_MAX_PAGE_SIZE", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_page_size: u32,
+
+    /// Origins allowed to call the API from a browser (comma-separated). None by default.
+    #[arg(long, env = "EPHEMERA_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// Largest request body in bytes (JSON requests).
+    #[arg(long, env = "EPHEMERA_MAX_BODY_BYTES", default_value_t = 1_048_576)]
+    pub max_body_bytes: usize,
+
+    /// Deepest query accepted.
+    #[arg(long, env = "EPHEMERA_MAX_QUERY_DEPTH", default_value_t = 12)]
+    pub max_query_depth: usize,
+
+    /// Highest query complexity accepted (each field counts 1, lists count per item asked).
+    #[arg(long, env = "EPHEMERA_MAX_QUERY_COMPLEXITY", default_value_t = 5000)]
+    pub max_query_complexity: usize,
+
+    /// Most aliases in one query.
+    #[arg(long, env = "EPHEMERA_MAX_ALIASES", default_value_t = 30)]
+    pub max_aliases: usize,
+
+    /// Most operations in one batched request.
+    #[arg(long, env = "EPHEMERA_MAX_BATCH", default_value_t = 10)]
+    pub max_batch: usize,
+
+    /// Events buffered per subscriber before a slow one starts skipping.
+    #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]
+    pub event_buffer: usize,
+
+    /// This instance's id (0 to 1023) in the ids it makes; distinct per instance.
+    #[arg(long, env = "EPHEMERA_NODE_ID", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=1023))]
+    pub node_id: u16,
+
+    /// Database connection pool size.
+    #[arg(long, env = "EPHEMERA_DB_POOL", default_value_t = 10)]
+    pub db_pool: u32,
+
+    /// Log filter (`info`, `ephemera=debug,sqlx=warn`, ...).
+    #[arg(long, env = "EPHEMERA_LOG", default_value = "info")]
+    pub log: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        // Parsing an empty command line yields every default.
+        Cli::parse_from(["ephemera"]).config
+    }
+}
+
+impl Config {
+    /// The database URL in force: the configured one or SQLite in the data dir.
+    pub fn effective_database_url(&self) -> String {
+        match &self.database_url {
+            Some(url) => url.clone(),
+            None => format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("ephemera.db").display()
+            ),
+        }
+    }
+
+    /// Whether the configured database is PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.database_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("postgres://") || u.starts_with("postgresql://"))
+    }
+}
+
+/// Parses `24h`, `90s`, `30d`, `1h 30m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("not a duration like 24h or 90s: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_embedded_mode() {
+        let c = Cli::parse_from(["ephemera"]).config;
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.status_ttl, Duration::from_secs(86_400));
+        assert_eq!(c.token_ttl, Duration::from_secs(30 * 86_400));
+        assert_eq!(c.status_purge_batch, 500);
+        assert!(!c.is_postgres());
+        assert!(c.effective_database_url().starts_with("sqlite://"));
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("soon").is_err());
+    }
+}

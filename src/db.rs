@@ -1,0 +1,144 @@
+//! Database connection and the small helpers every query uses.
+//!
+//! SQL is written once with PostgreSQL's `$1` placeholders; [`stmt`] turns
+//! them into SQLite's numbered `?1` form. SQLite runs in WAL mode with a busy
+//! timeout; its write transactions begin with a write so that two of them
+//! queue on the write lock instead of failing to upgrade a read.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, FromQueryResult,
+    Statement, Value,
+};
+
+use crate::error::{AppError, AppResult};
+
+/// Counts the SQL statements the server runs (exposed on `/metrics`).
+#[derive(Debug, Default)]
+pub struct DbStats {
+    statements: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl DbStats {
+    pub fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
+    pub fn failures(&self) -> u64 {
+        self.failures.load(Ordering::Relaxed)
+    }
+}
+
+/// Opens a pool to `url`, counting statements into `stats`.
+pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<DatabaseConnection> {
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(pool.max(1))
+        .min_connections(1)
+        .connect_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(30))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|o| {
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true)
+                .create_if_missing(true)
+        });
+    let mut db = Database::connect(opts)
+        .await
+        .map_err(|e| AppError::internal("connecting to the database", e))?;
+    db.set_metric_callback(move |info| {
+        stats.statements.fetch_add(1, Ordering::Relaxed);
+        if info.failed {
+            stats.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    Ok(db)
+}
+
+/// A statement for `backend` from SQL written with `$n` placeholders.
+pub fn stmt(backend: DbBackend, sql: &str, values: Vec<Value>) -> Statement {
+    let sql = match backend {
+        DbBackend::Sqlite => sql.replace('$', "?"),
+        _ => sql.to_owned(),
+    };
+    Statement::from_sql_and_values(backend, sql, values)
+}
+
+/// `FOR UPDATE` on PostgreSQL; nothing on SQLite, whose single writer serialises.
+pub fn for_update(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => " FOR UPDATE",
+        _ => "",
+    }
+}
+
+/// Runs a query and maps every row.
+pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> AppResult<Vec<T>> {
+    let rows = db
+        .query_all_raw(stmt(db.get_database_backend(), sql, values))
+        .await?;
+    rows.iter()
+        .map(|r| T::from_query_result(r, "").map_err(AppError::from))
+        .collect()
+}
+
+/// Runs a query and maps its first row, if any.
+pub async fn fetch_one<T: FromQueryResult, C: ConnectionTrait>(
+    db: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> AppResult<Option<T>> {
+    let row = db
+        .query_one_raw(stmt(db.get_database_backend(), sql, values))
+        .await?;
+    row.map(|r| T::from_query_result(&r, "").map_err(AppError::from))
+        .transpose()
+}
+
+/// Runs a statement and returns the rows it affected.
+pub async fn execute<C: ConnectionTrait>(db: &C, sql: &str, values: Vec<Value>) -> AppResult<u64> {
+    let res = db
+        .execute_raw(stmt(db.get_database_backend(), sql, values))
+        .await?;
+    Ok(res.rows_affected())
+}
+
+/// `$first, $first+1, ...` for an IN list of `n` values.
+pub fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Whether a database error is a unique-constraint violation.
+pub fn is_unique_violation(err: &sea_orm::DbErr) -> bool {
+    matches!(
+        err.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_placeholders_are_numbered() {
+        let s = stmt(DbBackend::Sqlite, "SELECT $1, $2, $1", vec![]);
+        assert_eq!(s.sql, "SELECT ?1, ?2, ?1");
+        let p = stmt(DbBackend::Postgres, "SELECT $1", vec![]);
+        assert_eq!(p.sql, "SELECT $1");
+        assert_eq!(placeholders(3, 3), "$3, $4, $5");
+    }
+}

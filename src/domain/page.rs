@@ -1,0 +1,308 @@
+//! Keyset pagination for every connection: arguments checked as the contract
+//! says, opaque signed cursors over `(timestamp, id)`, newest first, and the
+//! SQL that fetches one page plus one row to know whether there is more.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, Mac};
+use sea_orm::Value;
+use sha2::Sha256;
+
+use crate::error::{AppError, AppResult};
+
+/// A position in a list sorted by `(ts, id)` descending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key {
+    pub ts: i64,
+    pub id: i64,
+}
+
+/// Which list a cursor belongs to; a cursor of one list is refused by another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CursorKind {
+    Status = 1,
+    Tray = 2,
+    Friend = 3,
+    FriendRequest = 4,
+    StatusViewer = 5,
+}
+
+/// Connection arguments as the client sent them.
+#[derive(Clone, Debug, Default)]
+pub struct PageArgs {
+    pub first: Option<i32>,
+    pub after: Option<String>,
+    pub last: Option<i32>,
+    pub before: Option<String>,
+}
+
+/// A checked page request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageQuery {
+    pub limit: u64,
+    pub backward: bool,
+    pub after: Option<Key>,
+    pub before: Option<Key>,
+}
+
+/// One page of items, each with its key.
+#[derive(Debug)]
+pub struct Page<T> {
+    pub items: Vec<(Key, T)>,
+    pub has_next: bool,
+    pub has_previous: bool,
+}
+
+impl<T> Page<T> {
+    pub fn empty() -> Self {
+        Self {
+            items: Vec::new(),
+            has_next: false,
+            has_previous: false,
+        }
+    }
+}
+
+const MAC_LEN: usize = 8;
+const RAW_LEN: usize = 1 + 8 + 8;
+
+/// Signs and checks cursors, so a cursor the server did not issue is refused.
+#[derive(Clone)]
+pub struct Cursors {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for Cursors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cursors(..)")
+    }
+}
+
+impl Cursors {
+    pub fn new(secret: &[u8]) -> Self {
+        let mut key = b"ephemera cursor v1:".to_vec();
+        key.extend_from_slice(secret);
+        Self { key }
+    }
+
+    fn mac(&self, raw: &[u8]) -> Hmac<Sha256> {
+        // HMAC accepts keys of any length.
+        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.key) {
+            Ok(m) => m,
+            Err(_) => unreachable!("HMAC takes a key of any length"),
+        };
+        mac.update(raw);
+        mac
+    }
+
+    pub fn encode(&self, kind: CursorKind, key: Key) -> String {
+        let mut raw = Vec::with_capacity(RAW_LEN + MAC_LEN);
+        raw.push(kind as u8);
+        raw.extend_from_slice(&key.ts.to_be_bytes());
+        raw.extend_from_slice(&key.id.to_be_bytes());
+        let tag = self.mac(&raw).finalize().into_bytes();
+        raw.extend_from_slice(&tag[..MAC_LEN]);
+        URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    pub fn decode(&self, kind: CursorKind, cursor: &str) -> AppResult<Key> {
+        let invalid = || AppError::bad_input("invalid cursor: it was not issued for this list");
+        let raw = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
+        if raw.len() != RAW_LEN + MAC_LEN || raw[0] != kind as u8 {
+            return Err(invalid());
+        }
+        let (body, tag) = raw.split_at(RAW_LEN);
+        self.mac(body)
+            .verify_truncated_left(tag)
+            .map_err(|_| invalid())?;
+        let mut ts = [0u8; 8];
+        let mut id = [0u8; 8];
+        ts.copy_from_slice(&body[1..9]);
+        id.copy_from_slice(&body[9..17]);
+        Ok(Key {
+            ts: i64::from_be_bytes(ts),
+            id: i64::from_be_bytes(id),
+        })
+    }
+
+    /// Checks connection arguments: no negative sizes, not both `first` and
+    /// `last`, cursors of this list only; sizes are clamped to `max`, and with
+    /// neither size given the page is `default` long, forward.
+    pub fn query(
+        &self,
+        kind: CursorKind,
+        args: &PageArgs,
+        default: u32,
+        max: u32,
+    ) -> AppResult<PageQuery> {
+        if args.first.is_some() && args.last.is_some() {
+            return Err(AppError::bad_input("pass first or last, not both"));
+        }
+        for (name, value) in [("first", args.first), ("last", args.last)] {
+            if value.is_some_and(|v| v < 0) {
+                return Err(AppError::bad_input(format!("{name} must not be negative")));
+            }
+        }
+        let decode = |c: &Option<String>| c.as_deref().map(|c| self.decode(kind, c)).transpose();
+        let after = decode(&args.after)?;
+        let before = decode(&args.before)?;
+        let (size, backward) = match (args.first, args.last) {
+            (_, Some(last)) => (last, true),
+            (Some(first), None) => (first, false),
+            (None, None) => (i32::try_from(default).unwrap_or(i32::MAX), false),
+        };
+        Ok(PageQuery {
+            limit: u64::try_from(size).unwrap_or(0).min(u64::from(max)),
+            backward,
+            after,
+            before,
+        })
+    }
+}
+
+impl PageQuery {
+    /// Appends the keyset bounds, order and limit to `sql` (whose `WHERE` is
+    /// open), numbering parameters after those already in `values`.
+    pub fn push_sql(&self, sql: &mut String, values: &mut Vec<Value>, ts_col: &str, id_col: &str) {
+        for (bound, op) in [(self.after, "<"), (self.before, ">")] {
+            if let Some(k) = bound {
+                let n = values.len() + 1;
+                sql.push_str(&format!(
+                    " AND ({ts_col}, {id_col}) {op} (${n}, ${})",
+                    n + 1
+                ));
+                values.push(k.ts.into());
+                values.push(k.id.into());
+            }
+        }
+        let dir = if self.backward { "ASC" } else { "DESC" };
+        sql.push_str(&format!(
+            " ORDER BY {ts_col} {dir}, {id_col} {dir} LIMIT {}",
+            self.limit + 1
+        ));
+    }
+
+    /// Turns the fetched rows (at most `limit + 1`, in query order) into a
+    /// page in newest-first order.
+    pub fn page<T>(&self, rows: Vec<T>, key: impl Fn(&T) -> Key) -> Page<T> {
+        let limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+        let more = rows.len() > limit;
+        let mut items: Vec<(Key, T)> = rows.into_iter().take(limit).map(|r| (key(&r), r)).collect();
+        if self.backward {
+            items.reverse();
+            Page {
+                items,
+                has_next: self.before.is_some(),
+                has_previous: more,
+            }
+        } else {
+            Page {
+                items,
+                has_next: more,
+                has_previous: self.after.is_some(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cursors() -> Cursors {
+        Cursors::new(b"test secret")
+    }
+
+    #[test]
+    fn cursors_round_trip_and_refuse_forgeries() {
+        let c = cursors();
+        let key = Key {
+            ts: 1_700_000_000_123,
+            id: 987_654_321,
+        };
+        let s = c.encode(CursorKind::Status, key);
+        assert_eq!(c.decode(CursorKind::Status, &s).unwrap(), key);
+        assert!(c.decode(CursorKind::Tray, &s).is_err());
+        assert!(
+            Cursors::new(b"other")
+                .decode(CursorKind::Status, &s)
+                .is_err()
+        );
+        assert!(c.decode(CursorKind::Status, "not a cursor").is_err());
+        assert!(c.decode(CursorKind::Status, "").is_err());
+    }
+
+    #[test]
+    fn arguments_are_checked_and_clamped() {
+        let c = cursors();
+        let q = |args: PageArgs| c.query(CursorKind::Status, &args, 10, 50);
+        assert_eq!(q(PageArgs::default()).unwrap().limit, 10);
+        assert_eq!(
+            q(PageArgs {
+                first: Some(500),
+                ..Default::default()
+            })
+            .unwrap()
+            .limit,
+            50
+        );
+        assert!(
+            q(PageArgs {
+                first: Some(-1),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            q(PageArgs {
+                last: Some(-1),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            q(PageArgs {
+                first: Some(1),
+                last: Some(1),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        assert!(
+            q(PageArgs {
+                after: Some("x".into()),
+                ..Default::default()
+            })
+            .is_err()
+        );
+        let back = q(PageArgs {
+            last: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(back.backward);
+    }
+
+    #[test]
+    fn pages_know_what_lies_beyond() {
+        let q = PageQuery {
+            limit: 2,
+            backward: false,
+            after: None,
+            before: None,
+        };
+        let p = q.page(vec![3, 2, 1], |n| Key { ts: *n, id: *n });
+        assert_eq!(p.items.len(), 2);
+        assert!(p.has_next && !p.has_previous);
+        let q = PageQuery {
+            limit: 2,
+            backward: true,
+            after: None,
+            before: None,
+        };
+        let p = q.page(vec![1, 2, 3], |n| Key { ts: *n, id: *n });
+        assert_eq!(p.items.iter().map(|i| i.1).collect::<Vec<_>>(), vec![2, 1]);
+        assert!(!p.has_next && p.has_previous);
+    }
+}

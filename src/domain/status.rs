@@ -1,0 +1,561 @@
+//! Statuses (stories): create, read, delete, seen state, the story tray and
+//! the purge of expired rows.
+//!
+//! The tray reads `status_tray`, one summary row per author with statuses:
+//! the newest `created_at` and the latest `expires_at` of their statuses. It
+//! is written in the same transaction as every status insert and delete, so a
+//! tray page is an index walk over `(latest_created_at, author_id)` that stops
+//! after the page, whatever the number of statuses or authors stored; the
+//! per-entry counts then come from one batched query over the page's authors.
+//! The purge never needs to recompute a summary: deleting expired statuses
+//! leaves the latest expiry unchanged, and a summary whose latest expiry has
+//! passed is deleted with them.
+//!
+//! Locks, on PostgreSQL: an insert takes the author's summary row first (the
+//! upsert) and then adds a new status; a delete and the purge take status rows
+//! first and summary rows after. No path waits for a status row while holding
+//! a summary row, so they cannot deadlock.
+
+use std::collections::{HashMap, HashSet};
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, FromQueryResult, TransactionTrait};
+
+use super::Scope;
+use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
+use super::page::{Key, Page, PageQuery};
+use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
+use super::visibility::scope_sql;
+use crate::app::AppState;
+use crate::clock::Millis;
+use crate::db::{self, for_update, is_unique_violation, placeholders};
+use crate::entity::{media, status};
+use crate::error::{AppError, AppResult};
+use crate::events::Event;
+
+const MAX_CAPTION: usize = 500;
+
+/// Input of [`create`].
+#[derive(Debug, Default)]
+pub struct NewStatus {
+    pub media_id: Option<i64>,
+    pub caption: Option<String>,
+    pub bg_color: Option<String>,
+}
+
+/// `#RRGGBB`, hexadecimal digits of either case.
+pub fn validate_bg_color(color: &str) -> AppResult<()> {
+    let ok = color.len() == 7
+        && color.starts_with('#')
+        && color[1..].chars().all(|c| c.is_ascii_hexdigit());
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::bad_input("bgColor must be #RRGGBB"))
+    }
+}
+
+/// A caption is at most 500 characters; a blank one counts as none.
+pub fn normalize_caption(caption: Option<String>) -> AppResult<Option<String>> {
+    let Some(caption) = caption.filter(|c| !c.trim().is_empty()) else {
+        return Ok(None);
+    };
+    if caption.chars().count() > MAX_CAPTION {
+        return Err(AppError::bad_input(
+            "caption must be at most 500 characters",
+        ));
+    }
+    Ok(Some(caption))
+}
+
+/// Posts a status that lives for the configured TTL.
+pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<status::Model> {
+    let caption = normalize_caption(input.caption)?;
+    if let Some(color) = &input.bg_color {
+        validate_bg_color(color)?;
+    }
+    if input.media_id.is_none() && caption.is_none() {
+        return Err(AppError::bad_input("a status needs a mediaId or a caption"));
+    }
+    if let Some(media_id) = input.media_id {
+        check_media(app, author, media_id).await?;
+    }
+    let now = app.clock.now();
+    let row = status::Model {
+        id: app.ids.next_id(),
+        author_id: author,
+        media_id: input.media_id,
+        caption,
+        bg_color: input.bg_color,
+        created_at: now,
+        expires_at: status_expires_at(now, app.config.status_ttl),
+    };
+    let txn = app.db.begin().await?;
+    // The summary first: it takes the author's row lock (see the module doc).
+    db::execute(
+        &txn,
+        "INSERT INTO status_tray (author_id, latest_created_at, max_expires_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (author_id) DO UPDATE SET \
+           latest_created_at = CASE WHEN excluded.latest_created_at > status_tray.latest_created_at \
+             THEN excluded.latest_created_at ELSE status_tray.latest_created_at END, \
+           max_expires_at = CASE WHEN excluded.max_expires_at > status_tray.max_expires_at \
+             THEN excluded.max_expires_at ELSE status_tray.max_expires_at END",
+        vec![author.into(), row.created_at.into(), row.expires_at.into()],
+    )
+    .await?;
+    let inserted = txn
+        .execute_raw(db::stmt(
+            txn.get_database_backend(),
+            "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            vec![
+                row.id.into(),
+                row.author_id.into(),
+                row.media_id.into(),
+                row.caption.clone().into(),
+                row.bg_color.clone().into(),
+                row.created_at.into(),
+                row.expires_at.into(),
+            ],
+        ))
+        .await;
+    match inserted {
+        // The unique key on media_id: attached elsewhere since the check.
+        Err(e) if is_unique_violation(&e) => {
+            return Err(AppError::bad_input("this media is already attached"));
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    txn.commit().await?;
+    app.events
+        .publish(Event::StatusCreated(std::sync::Arc::new(row.clone())));
+    Ok(row)
+}
+
+/// A media may be attached by its uploader only, and to one status only.
+async fn check_media(app: &AppState, author: i64, media_id: i64) -> AppResult<()> {
+    let found: Option<media::Model> = db::fetch_one(
+        &app.db,
+        "SELECT * FROM media WHERE id = $1",
+        vec![media_id.into()],
+    )
+    .await?;
+    let media = found.ok_or_else(|| AppError::not_found("media not found"))?;
+    if media.owner_id != author {
+        return Err(AppError::forbidden("this media belongs to someone else"));
+    }
+    if media_is_attached(app, media_id).await? {
+        return Err(AppError::bad_input("this media is already attached"));
+    }
+    Ok(())
+}
+
+async fn media_is_attached(app: &AppState, media_id: i64) -> AppResult<bool> {
+    let row: Option<AuthorRow> = db::fetch_one(
+        &app.db,
+        "SELECT author_id FROM statuses WHERE media_id = $1",
+        vec![media_id.into()],
+    )
+    .await?;
+    Ok(row.is_some())
+}
+
+#[derive(Debug, FromQueryResult)]
+struct AuthorRow {
+    author_id: i64,
+}
+
+/// Deletes the viewer's status. `NOT_FOUND` if there is no live status with
+/// this id, `FORBIDDEN` if it is someone else's. The delete itself carries the
+/// owner check, so nothing can change between check and act.
+pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
+    let now = app.clock.now();
+    let txn = app.db.begin().await?;
+    let deleted = db::execute(
+        &txn,
+        &format!(
+            "DELETE FROM statuses WHERE id = $1 AND author_id = $2 AND {}",
+            live_status_sql("statuses", 3)
+        ),
+        vec![id.into(), viewer.into(), now.into()],
+    )
+    .await?;
+    if deleted == 0 {
+        let owner: Option<AuthorRow> = db::fetch_one(
+            &txn,
+            &format!(
+                "SELECT s.author_id FROM statuses s WHERE s.id = $1 AND {}",
+                live_status_sql("s", 2)
+            ),
+            vec![id.into(), now.into()],
+        )
+        .await?;
+        return Err(match owner {
+            Some(row) if row.author_id != viewer => {
+                AppError::forbidden("only the author may delete a status")
+            }
+            _ => AppError::not_found("status not found"),
+        });
+    }
+    refresh_tray(&txn, viewer).await?;
+    txn.commit().await?;
+    Ok(id)
+}
+
+/// Recomputes an author's tray summary from their remaining statuses (or
+/// removes it), after taking its row lock so that a concurrent insert is seen.
+async fn refresh_tray<C: ConnectionTrait>(txn: &C, author: i64) -> AppResult<()> {
+    let backend = txn.get_database_backend();
+    let _: Option<AuthorRow> = db::fetch_one(
+        txn,
+        &format!(
+            "SELECT author_id FROM status_tray WHERE author_id = $1{}",
+            for_update(backend)
+        ),
+        vec![author.into()],
+    )
+    .await?;
+    db::execute(
+        txn,
+        "UPDATE status_tray SET \
+           latest_created_at = (SELECT MAX(s.created_at) FROM statuses s WHERE s.author_id = $1), \
+           max_expires_at = (SELECT MAX(s.expires_at) FROM statuses s WHERE s.author_id = $1) \
+         WHERE author_id = $1 AND EXISTS (SELECT 1 FROM statuses s WHERE s.author_id = $1)",
+        vec![author.into()],
+    )
+    .await?;
+    db::execute(
+        txn,
+        "DELETE FROM status_tray WHERE author_id = $1 \
+         AND NOT EXISTS (SELECT 1 FROM statuses s WHERE s.author_id = $1)",
+        vec![author.into()],
+    )
+    .await?;
+    Ok(())
+}
+
+/// A live status by id.
+pub async fn find_live<C: ConnectionTrait>(
+    db: &C,
+    id: i64,
+    now: Millis,
+) -> AppResult<Option<status::Model>> {
+    Ok(find_live_by_ids(db, &[id], now).await?.remove(&id))
+}
+
+/// Live statuses by id.
+pub async fn find_live_by_ids<C: ConnectionTrait>(
+    db: &C,
+    ids: &[i64],
+    now: Millis,
+) -> AppResult<HashMap<i64, status::Model>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut values = vec![now.into()];
+    values.extend(ids.iter().map(|&i| i.into()));
+    let rows: Vec<status::Model> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT s.* FROM statuses s WHERE {} AND s.id IN ({})",
+            live_status_sql("s", 1),
+            placeholders(2, ids.len())
+        ),
+        values,
+    )
+    .await?;
+    Ok(rows.into_iter().map(|s| (s.id, s)).collect())
+}
+
+/// A page of one author's live statuses, newest first.
+pub async fn page_by_author<C: ConnectionTrait>(
+    db: &C,
+    author: i64,
+    now: Millis,
+    q: &PageQuery,
+) -> AppResult<Page<status::Model>> {
+    let mut sql = format!(
+        "SELECT s.* FROM statuses s WHERE s.author_id = $1 AND {}",
+        live_status_sql("s", 2)
+    );
+    let mut values = vec![author.into(), now.into()];
+    q.push_sql(&mut sql, &mut values, "s.created_at", "s.id");
+    let rows: Vec<status::Model> = db::fetch_all(db, &sql, values).await?;
+    Ok(q.page(rows, |s| Key {
+        ts: s.created_at,
+        id: s.id,
+    }))
+}
+
+/// One entry of the story tray.
+#[derive(Clone, Debug, FromQueryResult)]
+pub struct TrayRow {
+    pub author_id: i64,
+    pub latest_created_at: i64,
+}
+
+/// A page of the story tray: authors with a live status, freshest first.
+pub async fn tray_page<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    scope: Scope,
+    now: Millis,
+    q: &PageQuery,
+) -> AppResult<Page<TrayRow>> {
+    let (scope, viewer) = match (scope, viewer) {
+        (Scope::Friends, None) => return Err(AppError::sign_in_required()),
+        (scope, viewer) => (scope, viewer.unwrap_or(0)),
+    };
+    let mut sql = format!(
+        "SELECT t.author_id, t.latest_created_at FROM status_tray t \
+         WHERE t.max_expires_at > $1 AND {}",
+        scope_sql(scope, "t.author_id", 2)
+    );
+    let mut values = vec![now.into()];
+    if scope == Scope::Friends {
+        values.push(viewer.into());
+    }
+    q.push_sql(&mut sql, &mut values, "t.latest_created_at", "t.author_id");
+    let rows: Vec<TrayRow> = db::fetch_all(db, &sql, values).await?;
+    Ok(q.page(rows, |t| Key {
+        ts: t.latest_created_at,
+        id: t.author_id,
+    }))
+}
+
+/// Live-status counts of a tray entry for one viewer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TrayCounts {
+    pub live: i64,
+    pub unseen: i64,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct TrayCountRow {
+    author_id: i64,
+    live: i64,
+    unseen: i64,
+}
+
+/// For each author, how many live statuses they have and how many of those
+/// `viewer` has not seen (all of them for an anonymous viewer).
+pub async fn tray_counts<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    authors: &[i64],
+    now: Millis,
+) -> AppResult<HashMap<i64, TrayCounts>> {
+    if authors.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
+    values.extend(authors.iter().map(|&a| a.into()));
+    let rows: Vec<TrayCountRow> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT s.author_id, COUNT(*) AS live, \
+               SUM(CASE WHEN v.viewer_id IS NULL THEN 1 ELSE 0 END) AS unseen \
+             FROM statuses s \
+             LEFT JOIN status_views v ON v.status_id = s.id AND v.viewer_id = $2 \
+             WHERE {} AND s.author_id IN ({}) GROUP BY s.author_id",
+            live_status_sql("s", 1),
+            placeholders(3, authors.len())
+        ),
+        values,
+    )
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.author_id,
+                TrayCounts {
+                    live: r.live,
+                    unseen: r.unseen,
+                },
+            )
+        })
+        .collect())
+}
+
+/// Which of `status_ids` the viewer has marked seen.
+pub async fn seen_by<C: ConnectionTrait>(
+    db: &C,
+    viewer: i64,
+    status_ids: &[i64],
+) -> AppResult<HashSet<i64>> {
+    if status_ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut values = vec![viewer.into()];
+    values.extend(status_ids.iter().map(|&i| i.into()));
+    let rows: Vec<StatusIdRow> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT status_id FROM status_views WHERE viewer_id = $1 AND status_id IN ({})",
+            placeholders(2, status_ids.len())
+        ),
+        values,
+    )
+    .await?;
+    Ok(rows.into_iter().map(|r| r.status_id).collect())
+}
+
+#[derive(Debug, FromQueryResult)]
+struct StatusIdRow {
+    status_id: i64,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct ViewCountRow {
+    status_id: i64,
+    views: i64,
+}
+
+/// How many people (the author aside) saw each status.
+pub async fn view_counts<C: ConnectionTrait>(
+    db: &C,
+    status_ids: &[i64],
+) -> AppResult<HashMap<i64, i64>> {
+    if status_ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<ViewCountRow> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT v.status_id, COUNT(*) AS views FROM status_views v \
+             JOIN statuses s ON s.id = v.status_id \
+             WHERE v.status_id IN ({}) AND v.viewer_id <> s.author_id GROUP BY v.status_id",
+            placeholders(1, status_ids.len())
+        ),
+        status_ids.iter().map(|&i| i.into()).collect(),
+    )
+    .await?;
+    let mut out: HashMap<i64, i64> = status_ids.iter().map(|&i| (i, 0)).collect();
+    out.extend(rows.into_iter().map(|r| (r.status_id, r.views)));
+    Ok(out)
+}
+
+/// A page of the people (the author aside) who saw a status, most recent first.
+pub async fn viewers_page<C: ConnectionTrait>(
+    db: &C,
+    status: &status::Model,
+    q: &PageQuery,
+) -> AppResult<Page<Profile>> {
+    let mut sql = format!(
+        "SELECT {PROFILE_COLUMNS}, v.seen_at AS k_ts FROM status_views v \
+         JOIN users u ON u.id = v.viewer_id \
+         WHERE v.status_id = $1 AND v.viewer_id <> $2"
+    );
+    let mut values = vec![status.id.into(), status.author_id.into()];
+    q.push_sql(&mut sql, &mut values, "v.seen_at", "u.id");
+    let rows: Vec<KeyedProfile> = db::fetch_all(db, &sql, values).await?;
+    Ok(keyed_page(q, rows))
+}
+
+/// Records that the viewer saw a live status. Idempotent; `NOT_FOUND` for a
+/// status that does not exist or is no longer live.
+pub async fn mark_seen(app: &AppState, viewer: i64, id: i64) -> AppResult<status::Model> {
+    let now = app.clock.now();
+    // `WHERE` before `ON CONFLICT` also keeps SQLite's parser unambiguous.
+    db::execute(
+        &app.db,
+        &format!(
+            "INSERT INTO status_views (status_id, viewer_id, seen_at) \
+             SELECT s.id, $2, $3 FROM statuses s WHERE s.id = $1 AND {} \
+             ON CONFLICT (status_id, viewer_id) DO NOTHING",
+            live_status_sql("s", 3)
+        ),
+        vec![id.into(), viewer.into(), now.into()],
+    )
+    .await?;
+    find_live(&app.db, id, now)
+        .await?
+        .ok_or_else(|| AppError::not_found("status not found"))
+}
+
+/// What one purge run did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PurgeReport {
+    pub deleted: u64,
+    pub batches: u64,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct PurgedRow {
+    author_id: i64,
+}
+
+/// Deletes the statuses expired at `now` (their seen rows go by cascade), in
+/// transactions of at most `batch` rows, until none is left. On PostgreSQL
+/// each batch is claimed with `FOR UPDATE SKIP LOCKED`, so instances running
+/// it at once share the work without waiting on or double-deleting a row.
+pub async fn purge_expired(
+    db: &DatabaseConnection,
+    now: Millis,
+    batch: u32,
+) -> AppResult<PurgeReport> {
+    let mut report = PurgeReport::default();
+    loop {
+        let deleted = purge_batch(db, now, batch).await?;
+        if deleted == 0 {
+            return Ok(report);
+        }
+        report.deleted += deleted;
+        report.batches += 1;
+    }
+}
+
+async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {
+    let txn = db.begin().await?;
+    let skip_locked = match txn.get_database_backend() {
+        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
+        _ => "",
+    };
+    let rows: Vec<PurgedRow> = db::fetch_all(
+        &txn,
+        &format!(
+            "DELETE FROM statuses WHERE id IN ( \
+               SELECT p.id FROM statuses p WHERE {} ORDER BY p.expires_at LIMIT $2{skip_locked} \
+             ) RETURNING author_id",
+            expired_status_sql("p", 1)
+        ),
+        vec![now.into(), i64::from(batch).into()],
+    )
+    .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let mut authors: Vec<i64> = rows.iter().map(|r| r.author_id).collect();
+    authors.sort_unstable();
+    authors.dedup();
+    let mut values = vec![now.into()];
+    values.extend(authors.iter().map(|&a| a.into()));
+    db::execute(
+        &txn,
+        &format!(
+            "DELETE FROM status_tray WHERE max_expires_at <= $1 AND author_id IN ({})",
+            placeholders(2, authors.len())
+        ),
+        values,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(rows.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colors_and_captions() {
+        assert!(validate_bg_color("#A1b2C3").is_ok());
+        for bad in ["A1B2C3", "#A1B2C", "#A1B2C3D", "#GGGGGG", "", "#ÄÄÄÄÄÄ"] {
+            assert!(validate_bg_color(bad).is_err(), "{bad}");
+        }
+        assert_eq!(normalize_caption(Some("  ".into())).unwrap(), None);
+        assert!(normalize_caption(Some("é".repeat(500))).is_ok());
+        assert!(normalize_caption(Some("é".repeat(501))).is_err());
+    }
+}

@@ -1,0 +1,264 @@
+//! Accounts: sign-up rules, sign-in, and reading public profiles.
+
+use std::collections::HashMap;
+
+use sea_orm::{ActiveModelTrait, ConnectionTrait, FromQueryResult, Set};
+
+use super::page::{Key, Page, PageQuery};
+use crate::app::AppState;
+use crate::auth;
+use crate::db::{self, is_unique_violation};
+use crate::entity::user;
+use crate::error::{AppError, AppResult};
+
+/// What anyone may read about a user.
+#[derive(Clone, Debug, PartialEq, Eq, FromQueryResult)]
+pub struct Profile {
+    pub id: i64,
+    pub username: String,
+    pub display_name: Option<String>,
+    pub created_at: i64,
+}
+
+/// The columns of [`Profile`] for table alias `u`.
+pub const PROFILE_COLUMNS: &str = "u.id, u.username, u.display_name, u.created_at";
+
+const MAX_PASSWORD: usize = 1024;
+const MAX_DISPLAY_NAME: usize = 64;
+
+/// Usernames: 3 to 30 characters, ASCII letters, digits and underscore.
+pub fn validate_username(username: &str) -> AppResult<()> {
+    let len = username.chars().count();
+    if !(3..=30).contains(&len) {
+        return Err(AppError::bad_input("username must be 3 to 30 characters"));
+    }
+    if !username
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(AppError::bad_input(
+            "username may contain only letters, digits and underscore",
+        ));
+    }
+    Ok(())
+}
+
+/// Passwords: at least 8 characters (and at most 1,024, to bound hashing).
+pub fn validate_password(password: &str) -> AppResult<()> {
+    let len = password.chars().count();
+    if len < 8 {
+        return Err(AppError::bad_input(
+            "password must be at least 8 characters",
+        ));
+    }
+    if len > MAX_PASSWORD {
+        return Err(AppError::bad_input(
+            "password must be at most 1024 characters",
+        ));
+    }
+    Ok(())
+}
+
+/// Display names are trimmed; blank means none; at most 64 characters.
+pub fn normalize_display_name(name: Option<String>) -> AppResult<Option<String>> {
+    let Some(name) = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()) else {
+        return Ok(None);
+    };
+    if name.chars().count() > MAX_DISPLAY_NAME {
+        return Err(AppError::bad_input(
+            "displayName must be at most 64 characters",
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(AppError::bad_input(
+            "displayName must not contain control characters",
+        ));
+    }
+    Ok(Some(name))
+}
+
+/// Input of [`sign_up`].
+#[derive(Debug)]
+pub struct SignUp {
+    pub username: String,
+    pub password: String,
+    pub display_name: Option<String>,
+}
+
+/// A signed-in user and their token.
+#[derive(Debug)]
+pub struct Session {
+    pub token: String,
+    pub user: Profile,
+}
+
+/// Creates an account. A taken username (whatever its case) is `BAD_USER_INPUT`.
+pub async fn sign_up(app: &AppState, input: SignUp) -> AppResult<Session> {
+    validate_username(&input.username)?;
+    validate_password(&input.password)?;
+    let display_name = normalize_display_name(input.display_name)?;
+    let key = input.username.to_ascii_lowercase();
+    if find_by_username(&app.db, &key).await?.is_some() {
+        return Err(taken());
+    }
+    let password_hash = auth::hash_password(input.password).await?;
+    let now = app.clock.now();
+    let model = user::ActiveModel {
+        id: Set(app.ids.next_id()),
+        username: Set(input.username),
+        username_key: Set(key),
+        display_name: Set(display_name),
+        password_hash: Set(password_hash),
+        created_at: Set(now),
+    };
+    let user = model.insert(&app.db).await.map_err(|e| {
+        if is_unique_violation(&e) {
+            taken()
+        } else {
+            AppError::from(e)
+        }
+    })?;
+    let token = app.tokens.issue(user.id, now)?;
+    Ok(Session {
+        token,
+        user: profile(user),
+    })
+}
+
+fn taken() -> AppError {
+    AppError::bad_input("username is taken")
+}
+
+/// Signs in. A wrong password and an unknown user give the same error.
+pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppResult<Session> {
+    let found = if password.chars().count() > MAX_PASSWORD {
+        None
+    } else {
+        let key = username.trim().to_ascii_lowercase();
+        db::fetch_one::<user::Model, _>(
+            &app.db,
+            "SELECT * FROM users WHERE username_key = $1",
+            vec![key.into()],
+        )
+        .await?
+    };
+    let ok =
+        auth::verify_password(password, found.as_ref().map(|u| u.password_hash.clone())).await?;
+    match found {
+        Some(user) if ok => Ok(Session {
+            token: app.tokens.issue(user.id, app.clock.now())?,
+            user: profile(user),
+        }),
+        _ => Err(AppError::unauthenticated("wrong username or password")),
+    }
+}
+
+fn profile(u: user::Model) -> Profile {
+    Profile {
+        id: u.id,
+        username: u.username,
+        display_name: u.display_name,
+        created_at: u.created_at,
+    }
+}
+
+/// A user by username, whatever its case.
+pub async fn find_by_username<C: ConnectionTrait>(
+    db: &C,
+    username: &str,
+) -> AppResult<Option<Profile>> {
+    db::fetch_one(
+        db,
+        &format!("SELECT {PROFILE_COLUMNS} FROM users u WHERE u.username_key = $1"),
+        vec![username.to_ascii_lowercase().into()],
+    )
+    .await
+}
+
+/// Users by id (the user loader's query).
+pub async fn find_by_ids<C: ConnectionTrait>(
+    db: &C,
+    ids: &[i64],
+) -> AppResult<HashMap<i64, Profile>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<Profile> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.id IN ({})",
+            db::placeholders(1, ids.len())
+        ),
+        ids.iter().map(|&i| i.into()).collect(),
+    )
+    .await?;
+    Ok(rows.into_iter().map(|p| (p.id, p)).collect())
+}
+
+/// A user by id.
+pub async fn find_by_id<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option<Profile>> {
+    Ok(find_by_ids(db, &[id]).await?.remove(&id))
+}
+
+/// A profile with the timestamp a list is sorted by (`k_ts`).
+#[derive(Debug, FromQueryResult)]
+pub struct KeyedProfile {
+    pub id: i64,
+    pub username: String,
+    pub display_name: Option<String>,
+    pub created_at: i64,
+    pub k_ts: i64,
+}
+
+/// A page of [`KeyedProfile`] rows as profiles.
+pub fn keyed_page(q: &PageQuery, rows: Vec<KeyedProfile>) -> Page<Profile> {
+    let page = q.page(rows, |r| Key {
+        ts: r.k_ts,
+        id: r.id,
+    });
+    Page {
+        has_next: page.has_next,
+        has_previous: page.has_previous,
+        items: page
+            .items
+            .into_iter()
+            .map(|(k, r)| {
+                (
+                    k,
+                    Profile {
+                        id: r.id,
+                        username: r.username,
+                        display_name: r.display_name,
+                        created_at: r.created_at,
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn username_rules() {
+        assert!(validate_username("ab").is_err());
+        assert!(validate_username("abc").is_ok());
+        assert!(validate_username(&"a".repeat(30)).is_ok());
+        assert!(validate_username(&"a".repeat(31)).is_err());
+        assert!(validate_username("with space").is_err());
+        assert!(validate_username("émile").is_err());
+        assert!(validate_username("under_score9").is_ok());
+    }
+
+    #[test]
+    fn display_names_are_trimmed() {
+        assert_eq!(
+            normalize_display_name(Some("  Ann ".into())).unwrap(),
+            Some("Ann".into())
+        );
+        assert_eq!(normalize_display_name(Some("   ".into())).unwrap(), None);
+        assert!(normalize_display_name(Some("x".repeat(65))).is_err());
+    }
+}

@@ -1,0 +1,6 @@
+//! SeaORM entities: the rows of the tables the domain reads and writes. They
+//! carry no GraphQL derives; `graphql::types` wraps them.
+
+pub mod media;
+pub mod status;
+pub mod user;

@@ -1,0 +1,141 @@
+//! The one error type of ephemera. Each variant has a stable code that becomes
+//! `extensions.code` in GraphQL responses. Internal failures are logged with
+//! their cause where they happen and reach clients only as
+//! `INTERNAL_SERVER_ERROR` with a fixed message.
+//!
+//! `AppError` deliberately does not implement `Display`: async-graphql has a
+//! blanket `From<T: Display>` for its error type that would copy a database
+//! error's text into a response. Our own `From<AppError>` sits in its place.
+
+use std::fmt;
+
+/// The codes of the API contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Code {
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    BadUserInput,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    RateLimited,
+    Internal,
+}
+
+impl Code {
+    /// The string clients see in `extensions.code`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::Forbidden => "FORBIDDEN",
+            Code::NotFound => "NOT_FOUND",
+            Code::BadUserInput => "BAD_USER_INPUT",
+            Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
+            Code::RateLimited => "RATE_LIMITED",
+            Code::Internal => "INTERNAL_SERVER_ERROR",
+        }
+    }
+}
+
+/// An error with a code and a message that is safe to show to the client.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AppError {
+    code: Code,
+    message: String,
+}
+
+/// The message every internal failure shows to clients.
+pub const INTERNAL_MESSAGE: &str = "internal server error";
+
+impl AppError {
+    fn new(code: Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(Code::Unauthenticated, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(Code::Forbidden, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Code::NotFound, message)
+    }
+
+    pub fn bad_input(message: impl Into<String>) -> Self {
+        Self::new(Code::BadUserInput, message)
+    }
+
+    pub fn payload_too_large(message: impl Into<String>) -> Self {
+        Self::new(Code::PayloadTooLarge, message)
+    }
+
+    /// An internal failure: the cause is logged here, the client sees only
+    /// [`INTERNAL_MESSAGE`].
+    pub fn internal(context: &str, cause: impl fmt::Debug) -> Self {
+        tracing::error!(context, cause = ?cause, "internal error");
+        Self::new(Code::Internal, INTERNAL_MESSAGE)
+    }
+
+    /// A viewer that must be signed in.
+    pub fn sign_in_required() -> Self {
+        Self::unauthenticated("sign in to do this")
+    }
+
+    pub fn code(&self) -> Code {
+        self.code
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The error as a GraphQL response error object (for responses built
+    /// outside the executor, such as a malformed request body).
+    pub fn to_graphql_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "errors": [{
+                "message": self.message,
+                "extensions": { "code": self.code.as_str() }
+            }]
+        })
+    }
+}
+
+impl fmt::Debug for AppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)
+    }
+}
+
+impl From<sea_orm::DbErr> for AppError {
+    fn from(err: sea_orm::DbErr) -> Self {
+        Self::internal("database", err)
+    }
+}
+
+impl From<sea_orm::TransactionError<AppError>> for AppError {
+    fn from(err: sea_orm::TransactionError<AppError>) -> Self {
+        match err {
+            sea_orm::TransactionError::Connection(db) => db.into(),
+            sea_orm::TransactionError::Transaction(app) => app,
+        }
+    }
+}
+
+impl From<AppError> for async_graphql::Error {
+    fn from(err: AppError) -> Self {
+        use async_graphql::ErrorExtensions;
+        let code = err.code.as_str();
+        async_graphql::Error::new(err.message).extend_with(|_, ext| ext.set("code", code))
+    }
+}
+
+/// The result type of domain functions.
+pub type AppResult<T> = Result<T, AppError>;

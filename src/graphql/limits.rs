@@ -1,0 +1,196 @@
+//! Refuses abusive or malformed requests before they run, and makes sure
+//! every error a client sees carries an `extensions.code` from the contract:
+//! - too deep, too complex, or too many aliases: `BAD_USER_INPUT` naming the limit;
+//! - a mutation or subscription sent over HTTP GET: `BAD_USER_INPUT`;
+//! - any other parse or validation error: `BAD_USER_INPUT`;
+//! - an error raised without a code: logged, and sent as `INTERNAL_SERVER_ERROR`.
+
+use std::sync::Arc;
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextRequest, NextSubscribe,
+    NextValidation,
+};
+use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::{Response, ServerError, ServerResult, ValidationResult, Variables};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use crate::error::{Code, INTERNAL_MESSAGE};
+
+/// Marks a request that came over HTTP GET, where only queries are allowed.
+#[derive(Clone, Copy, Debug)]
+pub struct ViaGet;
+
+/// The guard extension.
+#[derive(Clone, Copy, Debug)]
+pub struct Guard {
+    pub max_depth: usize,
+    pub max_complexity: usize,
+    pub max_aliases: usize,
+}
+
+impl ExtensionFactory for Guard {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(*self)
+    }
+}
+
+fn bad_input(message: impl Into<String>) -> ServerError {
+    let mut e = ServerError::new(message, None);
+    set_code(&mut e, Code::BadUserInput);
+    e
+}
+
+fn set_code(e: &mut ServerError, code: Code) {
+    e.extensions
+        .get_or_insert_with(Default::default)
+        .set("code", code.as_str());
+}
+
+fn has_code(e: &ServerError) -> bool {
+    e.extensions
+        .as_ref()
+        .is_some_and(|x| x.get("code").is_some())
+}
+
+/// Gives every code-less error a code: client mistakes (no path: parsing,
+/// validation, argument coercion) are `BAD_USER_INPUT`; anything raised while
+/// resolving without a code is an internal failure, whose text is logged
+/// rather than sent.
+fn ensure_codes(mut response: Response) -> Response {
+    for e in &mut response.errors {
+        if has_code(e) {
+            continue;
+        }
+        let is_input_error = e.path.is_empty()
+            || e.message.starts_with("Invalid value for argument")
+            || e.message.starts_with("Failed to parse");
+        if is_input_error {
+            set_code(e, Code::BadUserInput);
+        } else {
+            tracing::error!(message = %e.message, path = ?e.path, "uncoded resolver error");
+            e.message = INTERNAL_MESSAGE.to_owned();
+            set_code(e, Code::Internal);
+        }
+    }
+    response
+}
+
+fn count_aliases(doc: &ExecutableDocument) -> usize {
+    fn walk(set: &SelectionSet) -> usize {
+        set.items
+            .iter()
+            .map(|item| match &item.node {
+                Selection::Field(f) => {
+                    usize::from(f.node.alias.is_some()) + walk(&f.node.selection_set.node)
+                }
+                Selection::InlineFragment(f) => walk(&f.node.selection_set.node),
+                Selection::FragmentSpread(_) => 0,
+            })
+            .sum()
+    }
+    let ops: usize = doc
+        .operations
+        .iter()
+        .map(|(_, op)| walk(&op.node.selection_set.node))
+        .sum();
+    let fragments: usize = doc
+        .fragments
+        .values()
+        .map(|f| walk(&f.node.selection_set.node))
+        .sum();
+    ops + fragments
+}
+
+fn is_query_only(doc: &ExecutableDocument) -> bool {
+    doc.operations
+        .iter()
+        .all(|(_, op)| op.node.ty == OperationType::Query)
+}
+
+#[async_trait::async_trait]
+impl Extension for Guard {
+    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
+        ensure_codes(next.run(ctx).await)
+    }
+
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> BoxStream<'s, Response> {
+        next.run(ctx, stream).map(ensure_codes).boxed()
+    }
+
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        let doc = next.run(ctx, query, variables).await.map_err(|mut e| {
+            set_code(&mut e, Code::BadUserInput);
+            e
+        })?;
+        let aliases = count_aliases(&doc);
+        if aliases > self.max_aliases {
+            return Err(bad_input(format!(
+                "query uses {aliases} aliases; the limit is {}",
+                self.max_aliases
+            )));
+        }
+        if ctx.data_opt::<ViaGet>().is_some() && !is_query_only(&doc) {
+            return Err(bad_input(
+                "mutations and subscriptions are not allowed over GET; use POST",
+            ));
+        }
+        Ok(doc)
+    }
+
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        next.run(ctx).await.map_err(|errors| {
+            errors
+                .into_iter()
+                .map(|e| match e.message.as_str() {
+                    "Query is nested too deep." => bad_input(format!(
+                        "query is nested too deep; the depth limit is {}",
+                        self.max_depth
+                    )),
+                    "Query is too complex." => bad_input(format!(
+                        "query is too complex; the complexity limit is {}",
+                        self.max_complexity
+                    )),
+                    _ => {
+                        let mut e = e;
+                        set_code(&mut e, Code::BadUserInput);
+                        e
+                    }
+                })
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aliases_are_counted_in_operations_and_fragments() {
+        let doc = async_graphql::parser::parse_query(
+            "query { a: viewer { id } b: viewer { x: id } ...F } fragment F on Query { c: viewer { id } }",
+        )
+        .unwrap();
+        assert_eq!(count_aliases(&doc), 4);
+        assert!(is_query_only(&doc));
+        let m = async_graphql::parser::parse_query("mutation { signIn }").unwrap();
+        assert!(!is_query_only(&m));
+    }
+}

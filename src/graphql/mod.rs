@@ -1,0 +1,80 @@
+//! The GraphQL schema: roots split by area, the DataLoaders, and the guards
+//! that refuse abusive queries before they run. The schema knows nothing of
+//! HTTP; `http.rs` feeds it requests with the viewer attached.
+
+pub mod limits;
+pub mod loaders;
+pub mod mutation;
+pub mod query;
+pub mod subscription;
+pub mod types;
+
+use async_graphql::{Context, Schema};
+
+use crate::app::AppState;
+use crate::auth::Viewer;
+use crate::error::AppError;
+
+/// The schema type.
+pub type AppSchema =
+    Schema<query::QueryRoot, mutation::MutationRoot, subscription::SubscriptionRoot>;
+
+/// Builds the schema over `state`, with depth, complexity and alias limits.
+pub fn build_schema(state: AppState) -> AppSchema {
+    let config = state.config.clone();
+    Schema::build(
+        query::QueryRoot::default(),
+        mutation::MutationRoot::default(),
+        subscription::SubscriptionRoot::default(),
+    )
+    .data(loaders::Loaders::new(&state))
+    .data(state)
+    .limit_depth(config.max_query_depth)
+    .limit_complexity(config.max_query_complexity)
+    .extension(limits::Guard {
+        max_depth: config.max_query_depth,
+        max_complexity: config.max_query_complexity,
+        max_aliases: config.max_aliases,
+    })
+    .finish()
+}
+
+/// The schema in SDL, as `schema.graphql` keeps it.
+pub fn sdl(schema: &AppSchema) -> String {
+    schema.sdl_with_options(
+        async_graphql::SDLExportOptions::new()
+            .sorted_fields()
+            .sorted_enum_items(),
+    )
+}
+
+/// The application state of a request.
+pub(crate) fn app<'a>(ctx: &Context<'a>) -> Result<&'a AppState, AppError> {
+    ctx.data::<AppState>()
+        .map_err(|_| AppError::internal("schema data", "AppState missing"))
+}
+
+/// The loaders of a request.
+pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> Result<&'a loaders::Loaders, AppError> {
+    ctx.data::<loaders::Loaders>()
+        .map_err(|_| AppError::internal("schema data", "Loaders missing"))
+}
+
+/// Who is asking (anonymous unless the transport attached a user).
+pub(crate) fn viewer(ctx: &Context<'_>) -> Viewer {
+    ctx.data_opt::<Viewer>()
+        .copied()
+        .unwrap_or(Viewer::Anonymous)
+}
+
+/// The SDL of the schema, built without a database (for `ephemera schema`
+/// and the test that keeps `schema.graphql` in sync).
+pub fn schema_sdl() -> String {
+    let schema = Schema::build(
+        query::QueryRoot::default(),
+        mutation::MutationRoot::default(),
+        subscription::SubscriptionRoot::default(),
+    )
+    .finish();
+    sdl(&schema)
+}

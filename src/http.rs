@@ -1,0 +1,285 @@
+//! The HTTP surface: `/graphql` (POST, GET for queries only, and the
+//! websocket upgrade on the same URL, both `graphql-transport-ws` and the
+//! legacy `graphql-ws`), GraphiQL at `/` with its assets embedded in the
+//! binary, `/healthz` and `/metrics`.
+//!
+//! Our own handlers stand in front of async-graphql so that a bad token is
+//! refused before anything runs, request bodies are capped, batches are
+//! bounded, malformed JSON is a 400 with a GraphQL error (never a 5xx), and
+//! mutations over GET are refused.
+
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql::{BatchRequest, BatchResponse, Data};
+use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::app::AppState;
+use crate::auth::Viewer;
+use crate::error::AppError;
+use crate::graphql::AppSchema;
+use crate::graphql::limits::ViaGet;
+
+#[derive(Clone)]
+struct HttpState {
+    app: AppState,
+    schema: AppSchema,
+}
+
+/// The router of the whole server.
+pub fn router(app: AppState, schema: AppSchema) -> Router {
+    let config = app.config.clone();
+    let mut router = Router::new()
+        .route("/", get(graphiql_page))
+        .route("/graphiql/{file}", get(graphiql_asset))
+        .route("/graphql", get(graphql_get).post(graphql_post))
+        .route("/healthz", get(health))
+        .route("/metrics", get(metrics))
+        .with_state(HttpState { app, schema })
+        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(TraceLayer::new_for_http());
+    let origins: Vec<HeaderValue> = config
+        .cors_origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim()).ok())
+        .collect();
+    if !origins.is_empty() {
+        router = router.layer(
+            CorsLayer::new()
+                .allow_origin(AllowOrigin::list(origins))
+                .allow_methods([Method::GET, Method::POST])
+                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+        );
+    }
+    router
+}
+
+/// A GraphQL-shaped error response outside the executor.
+fn error_response(status: StatusCode, err: &AppError) -> Response {
+    (status, Json(err.to_graphql_json())).into_response()
+}
+
+fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, Response> {
+    let header = headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("?"));
+    state
+        .app
+        .tokens
+        .viewer_from_header(header, &state.app.clock)
+        .map_err(|e| error_response(StatusCode::UNAUTHORIZED, &e))
+}
+
+async fn graphql_post(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            let limit = state.app.config.max_body_bytes;
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &AppError::payload_too_large(format!("request body is larger than {limit} bytes")),
+            );
+        }
+        Err(rejection) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &AppError::bad_input(format!("could not read the request body: {rejection}")),
+            );
+        }
+    };
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !content_type.starts_with("application/json") {
+        return error_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &AppError::bad_input("Content-Type must be application/json"),
+        );
+    }
+    let viewer = match viewer(&state, &headers) {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let batch: BatchRequest = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &AppError::bad_input(format!("malformed GraphQL request: {e}")),
+            );
+        }
+    };
+    let max = state.app.config.max_batch;
+    let batch = match batch {
+        BatchRequest::Single(r) => BatchRequest::Single(r.data(viewer)),
+        BatchRequest::Batch(rs) if rs.is_empty() => {
+            return error_response(StatusCode::BAD_REQUEST, &AppError::bad_input("empty batch"));
+        }
+        BatchRequest::Batch(rs) if rs.len() > max => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &AppError::bad_input(format!(
+                    "batch of {} operations; the batch size limit is {max}",
+                    rs.len()
+                )),
+            );
+        }
+        BatchRequest::Batch(rs) => {
+            BatchRequest::Batch(rs.into_iter().map(|r| r.data(viewer)).collect())
+        }
+    };
+    let response: BatchResponse = state.schema.execute_batch(batch).await;
+    Json(response).into_response()
+}
+
+async fn graphql_get(State(state): State<HttpState>, request: Request) -> Response {
+    let is_upgrade = request
+        .headers()
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if is_upgrade {
+        return websocket(state, request).await;
+    }
+    let viewer = match viewer(&state, request.headers()) {
+        Ok(v) => v,
+        Err(resp) => return resp,
+    };
+    let query = request.uri().query().unwrap_or_default();
+    let gql = match async_graphql::http::parse_query_string(query) {
+        Ok(r) => r,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &AppError::bad_input(format!("malformed GraphQL request: {e}")),
+            );
+        }
+    };
+    let response = state.schema.execute(gql.data(viewer).data(ViaGet)).await;
+    Json(response).into_response()
+}
+
+async fn websocket(state: HttpState, request: Request) -> Response {
+    let (mut parts, _body) = request.into_parts();
+    let protocol = match GraphQLProtocol::from_request_parts(&mut parts, &()).await {
+        Ok(p) => p,
+        Err(status) => {
+            return error_response(
+                status,
+                &AppError::bad_input(
+                    "Sec-WebSocket-Protocol must be graphql-transport-ws or graphql-ws",
+                ),
+            );
+        }
+    };
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(u) => u,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let HttpState { app, schema } = state;
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |socket| {
+            GraphQLWebSocket::new(socket, schema, protocol)
+                .on_connection_init(move |payload| async move {
+                    let header = payload
+                        .get("authorization")
+                        .or_else(|| payload.get("Authorization"))
+                        .and_then(|v| v.as_str());
+                    let viewer = app.tokens.viewer_from_header(header, &app.clock)?;
+                    let mut data = Data::default();
+                    data.insert(viewer);
+                    Ok(data)
+                })
+                .serve()
+        })
+}
+
+async fn health(State(state): State<HttpState>) -> Response {
+    match state.app.db.ping().await {
+        Ok(()) => (StatusCode::OK, "ok\n").into_response(),
+        Err(e) => {
+            tracing::error!(error = ?e, "health check: database unreachable");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable\n").into_response()
+        }
+    }
+}
+
+/// Prometheus text exposition of the few numbers the server keeps.
+async fn metrics(State(state): State<HttpState>) -> Response {
+    let stats = &state.app.db_stats;
+    let body = format!(
+        "# HELP ephemera_db_statements_total SQL statements run.\n\
+         # TYPE ephemera_db_statements_total counter\n\
+         ephemera_db_statements_total {}\n\
+         # HELP ephemera_db_statement_failures_total SQL statements that failed.\n\
+         # TYPE ephemera_db_statement_failures_total counter\n\
+         ephemera_db_statement_failures_total {}\n\
+         # HELP ephemera_subscribers Connected subscription streams.\n\
+         # TYPE ephemera_subscribers gauge\n\
+         ephemera_subscribers {}\n",
+        stats.statements(),
+        stats.failures(),
+        state.app.events.subscribers()
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+async fn graphiql_page() -> Html<&'static str> {
+    Html(include_str!("graphiql/index.html"))
+}
+
+macro_rules! asset {
+    ($path:literal) => {
+        include_bytes!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/web/node_modules/",
+            $path
+        ))
+    };
+}
+
+/// GraphiQL's files, fetched from the npm registry at build time (see
+/// `build.rs` and `web/package-lock.json`) and embedded, so the playground
+/// works with no internet access.
+async fn graphiql_asset(Path(file): Path<String>) -> Response {
+    let (bytes, content_type): (&'static [u8], &str) = match file.as_str() {
+        "graphiql.min.css" => (asset!("graphiql/graphiql.min.css"), "text/css"),
+        "graphiql.min.js" => (asset!("graphiql/graphiql.min.js"), "text/javascript"),
+        "react.production.min.js" => (
+            asset!("react/umd/react.production.min.js"),
+            "text/javascript",
+        ),
+        "react-dom.production.min.js" => (
+            asset!("react-dom/umd/react-dom.production.min.js"),
+            "text/javascript",
+        ),
+        "graphql-ws.min.js" => (
+            asset!("graphql-ws/umd/graphql-ws.min.js"),
+            "text/javascript",
+        ),
+        "init.js" => (include_bytes!("graphiql/init.js"), "text/javascript"),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        bytes,
+    )
+        .into_response()
+}

@@ -1,0 +1,107 @@
+//! Background jobs and their scheduler. Each job has a `run_once(&state,
+//! now)` that the scheduler, `ephemera jobs run <name>` and tests all call. A
+//! failed run is logged with its cause and tried again at the next tick; it
+//! never stops the scheduler. A run still going when its next tick comes is
+//! not started twice in one instance; across instances the jobs' own locking
+//! (`SKIP LOCKED`) keeps them apart.
+
+pub mod status_purge;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio_cron_scheduler::{Job, JobScheduler};
+
+use crate::app::AppState;
+use crate::config::JobName;
+use crate::error::{AppError, AppResult};
+
+/// Runs one job once, now, and describes what it did.
+pub async fn run_by_name(state: &AppState, name: JobName) -> AppResult<String> {
+    let now = state.clock.now();
+    match name {
+        JobName::StatusPurge => {
+            let report = status_purge::run_once(state, now).await?;
+            Ok(format!(
+                "status-purge: deleted {} expired statuses in {} batches",
+                report.deleted, report.batches
+            ))
+        }
+    }
+}
+
+/// The running scheduler.
+pub struct Scheduler {
+    inner: JobScheduler,
+}
+
+impl Scheduler {
+    /// Starts every job on its configured schedule.
+    pub async fn start(state: AppState) -> AppResult<Self> {
+        let inner = JobScheduler::new()
+            .await
+            .map_err(|e| AppError::internal("creating the job scheduler", e))?;
+        let cron = state.config.status_purge_cron.clone();
+        add(&inner, "status-purge", &cron, state, |s| async move {
+            let report = status_purge::run_once(&s, s.clock.now()).await?;
+            if report.deleted > 0 {
+                tracing::info!(
+                    deleted = report.deleted,
+                    batches = report.batches,
+                    "status purge"
+                );
+            }
+            Ok(())
+        })
+        .await?;
+        inner
+            .start()
+            .await
+            .map_err(|e| AppError::internal("starting the job scheduler", e))?;
+        Ok(Self { inner })
+    }
+
+    /// Stops scheduling (a run in progress finishes on its own).
+    pub async fn stop(mut self) {
+        if let Err(e) = self.inner.shutdown().await {
+            tracing::warn!(error = ?e, "stopping the job scheduler");
+        }
+    }
+}
+
+async fn add<F, Fut>(
+    scheduler: &JobScheduler,
+    name: &'static str,
+    cron: &str,
+    state: AppState,
+    run: F,
+) -> AppResult<()>
+where
+    F: Fn(AppState) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = AppResult<()>> + Send + 'static,
+{
+    let running = Arc::new(AtomicBool::new(false));
+    let run = Arc::new(run);
+    let job = Job::new_async(cron, move |_, _| {
+        let state = state.clone();
+        let running = running.clone();
+        let run = run.clone();
+        Box::pin(async move {
+            if running.swap(true, Ordering::SeqCst) {
+                tracing::debug!(job = name, "previous run still going; skipping this tick");
+                return;
+            }
+            if let Err(e) = run(state).await {
+                tracing::error!(job = name, error = ?e, "job run failed; retrying at the next tick");
+            }
+            running.store(false, Ordering::SeqCst);
+        })
+    })
+    .map_err(|e| AppError::bad_input(format!("{name}: invalid cron expression {cron:?}: {e:?}")))?;
+    scheduler
+        .add(job)
+        .await
+        .map_err(|e| AppError::internal("scheduling a job", e))?;
+    Ok(())
+}

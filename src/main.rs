@@ -1,0 +1,84 @@
+//! The `ephemera` binary: parse settings, set up logging, then serve, migrate,
+//! print the schema, or run a job, as the command line asks.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio::sync::watch;
+
+use ephemera::app::{App, AppState};
+use ephemera::clock::Clock;
+use ephemera::config::{Cli, Command, JobsCommand};
+use ephemera::error::AppError;
+use ephemera::{graphql, jobs};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.config.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ephemera: {}", e.message());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), AppError> {
+    let config = cli.config;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = App::build(config, Clock::system()).await?;
+            tracing::info!("listening on http://{}", app.local_addr()?);
+            let (stop, stopped) = watch::channel(false);
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutting down");
+                let _ = stop.send(true);
+            });
+            app.run_until(stopped).await
+        }
+        Command::Migrate => {
+            AppState::connect(config, Clock::system()).await?;
+            println!("migrations applied");
+            Ok(())
+        }
+        Command::Schema => {
+            print!("{}", graphql::schema_sdl());
+            Ok(())
+        }
+        Command::Jobs {
+            command: JobsCommand::Run { name },
+        } => {
+            let state = AppState::connect(config, Clock::system()).await?;
+            println!("{}", jobs::run_by_name(&state, name).await?);
+            Ok(())
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
