@@ -38,6 +38,13 @@ impl Clock {
         }
     }
 
+    /// Sets a manual clock to `at`; a no-op on the system clock.
+    pub fn set(&self, at: Millis) {
+        if let Source::Manual(now) = &*self.0 {
+            now.store(at, Ordering::SeqCst);
+        }
+    }
+
     /// Moves a manual clock forward; a no-op on the system clock.
     pub fn advance(&self, by: Duration) {
         if let Source::Manual(at) = &*self.0 {

@@ -27,6 +27,7 @@ use crate::auth::Viewer;
 use crate::error::AppError;
 use crate::graphql::AppSchema;
 use crate::graphql::limits::ViaGet;
+use crate::graphql::loaders::Loaders;
 
 #[derive(Clone)]
 struct HttpState {
@@ -67,7 +68,8 @@ fn error_response(status: StatusCode, err: &AppError) -> Response {
     (status, Json(err.to_graphql_json())).into_response()
 }
 
-fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, Response> {
+/// The viewer a request's `Authorization` header names.
+fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, AppError> {
     let header = headers
         .get(header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("?"));
@@ -75,7 +77,15 @@ fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, Response> {
         .app
         .tokens
         .viewer_from_header(header, &state.app.clock)
-        .map_err(|e| error_response(StatusCode::UNAUTHORIZED, &e))
+}
+
+/// Attaches what resolvers read per request: the viewer and fresh loaders.
+fn with_context(
+    state: &HttpState,
+    request: async_graphql::Request,
+    viewer: Viewer,
+) -> async_graphql::Request {
+    request.data(viewer).data(Loaders::per_request(&state.app))
 }
 
 async fn graphql_post(
@@ -111,23 +121,15 @@ async fn graphql_post(
     }
     let viewer = match viewer(&state, &headers) {
         Ok(v) => v,
-        Err(resp) => return resp,
+        Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
-    let batch: BatchRequest = match serde_json::from_slice(&body) {
+    let batch = match parse_batch(&body) {
         Ok(b) => b,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &AppError::bad_input(format!("malformed GraphQL request: {e}")),
-            );
-        }
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
     };
     let max = state.app.config.max_batch;
     let batch = match batch {
-        BatchRequest::Single(r) => BatchRequest::Single(r.data(viewer)),
-        BatchRequest::Batch(rs) if rs.is_empty() => {
-            return error_response(StatusCode::BAD_REQUEST, &AppError::bad_input("empty batch"));
-        }
+        BatchRequest::Single(r) => BatchRequest::Single(with_context(&state, r, viewer)),
         BatchRequest::Batch(rs) if rs.len() > max => {
             return error_response(
                 StatusCode::BAD_REQUEST,
@@ -145,6 +147,27 @@ async fn graphql_post(
     Json(response).into_response()
 }
 
+/// A request body: one operation object, or a non-empty array of them.
+fn parse_batch(body: &[u8]) -> Result<BatchRequest, AppError> {
+    let malformed =
+        |e: &dyn std::fmt::Display| AppError::bad_input(format!("malformed GraphQL request: {e}"));
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| malformed(&e))?;
+    let shape_ok = match &value {
+        serde_json::Value::Object(_) => true,
+        serde_json::Value::Array(items) => items.iter().all(serde_json::Value::is_object),
+        _ => false,
+    };
+    if !shape_ok {
+        return Err(malformed(
+            &"expected an operation object or an array of them",
+        ));
+    }
+    if value.as_array().is_some_and(Vec::is_empty) {
+        return Err(AppError::bad_input("empty batch"));
+    }
+    serde_json::from_value(value).map_err(|e| malformed(&e))
+}
+
 async fn graphql_get(State(state): State<HttpState>, request: Request) -> Response {
     let is_upgrade = request
         .headers()
@@ -156,7 +179,7 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
     }
     let viewer = match viewer(&state, request.headers()) {
         Ok(v) => v,
-        Err(resp) => return resp,
+        Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
     let query = request.uri().query().unwrap_or_default();
     let gql = match async_graphql::http::parse_query_string(query) {
@@ -168,7 +191,10 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
             );
         }
     };
-    let response = state.schema.execute(gql.data(viewer).data(ViaGet)).await;
+    let response = state
+        .schema
+        .execute(with_context(&state, gql, viewer).data(ViaGet))
+        .await;
     Json(response).into_response()
 }
 

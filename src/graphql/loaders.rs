@@ -1,43 +1,146 @@
 //! DataLoaders: every per-item lookup a page makes (authors, media, tray
-//! counts, seen state, view counts, friendship) is batched into one query per
-//! page, so a page of 50 runs the same number of SQL statements as a page of
-//! 1. They hold no cache, so they are shared by all requests; keys that
-//! depend on the viewer carry the viewer.
+//! counts, seen state, view counts, friendship) is batched into one query.
+//!
+//! Batching by a timer alone depends on how fast a page resolves, so each
+//! page resolver also *primes* the loaders: it looks ahead at the fields the
+//! query asks of the page's items and loads them for the whole page in one
+//! call ([`prime_statuses`], [`prime_tray`], [`prime_users`]). Each HTTP
+//! request gets its own loaders with a cache, so the items then read the
+//! primed values, and a page of 50 runs the same number of SQL statements as a
+//! page of 1. The schema also holds a set with the cache off, which
+//! subscriptions use (their connections live long; a cache would go stale).
+//! Keys that depend on the viewer carry the viewer.
 
 use std::collections::{HashMap, HashSet};
 
-use async_graphql::dataloader::{DataLoader, Loader};
+use async_graphql::Context;
+use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
+use super::{loaders, viewer};
 use crate::app::AppState;
 use crate::db;
 use crate::domain::friend::{self, FriendshipState};
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
-use crate::entity::media;
+use crate::entity::{self, media};
 use crate::error::{AppError, AppResult};
 
-/// All loaders, kept in the schema's data.
+type Cached<T> = DataLoader<T, HashMapCache>;
+
+/// All loaders.
 pub struct Loaders {
-    pub users: DataLoader<UserLoader>,
-    pub media: DataLoader<MediaLoader>,
-    pub tray_counts: DataLoader<TrayCountsLoader>,
-    pub seen: DataLoader<SeenLoader>,
-    pub view_counts: DataLoader<ViewCountLoader>,
-    pub friendship: DataLoader<FriendshipLoader>,
+    pub users: Cached<UserLoader>,
+    pub media: Cached<MediaLoader>,
+    pub tray_counts: Cached<TrayCountsLoader>,
+    pub seen: Cached<SeenLoader>,
+    pub view_counts: Cached<ViewCountLoader>,
+    pub friendship: Cached<FriendshipLoader>,
+}
+
+fn loader<T: Loader<K>, K: Send + Sync + std::hash::Hash + Eq + Clone + 'static>(
+    inner: T,
+    cache: bool,
+) -> Cached<T> {
+    let l = DataLoader::with_cache(inner, tokio::spawn, HashMapCache::default());
+    l.enable_all_cache(cache);
+    l
 }
 
 impl Loaders {
-    pub fn new(state: &AppState) -> Self {
-        let l = |s: &AppState| Base(s.clone());
+    /// Loaders for one request, caching what they load for its duration.
+    pub fn per_request(state: &AppState) -> Self {
+        Self::new(state, true)
+    }
+
+    /// Loaders without a cache, shared by long-lived subscriptions.
+    pub fn shared(state: &AppState) -> Self {
+        Self::new(state, false)
+    }
+
+    fn new(state: &AppState, cache: bool) -> Self {
+        let b = || Base(state.clone());
         Self {
-            users: DataLoader::new(UserLoader(l(state)), tokio::spawn),
-            media: DataLoader::new(MediaLoader(l(state)), tokio::spawn),
-            tray_counts: DataLoader::new(TrayCountsLoader(l(state)), tokio::spawn),
-            seen: DataLoader::new(SeenLoader(l(state)), tokio::spawn),
-            view_counts: DataLoader::new(ViewCountLoader(l(state)), tokio::spawn),
-            friendship: DataLoader::new(FriendshipLoader(l(state)), tokio::spawn),
+            users: loader(UserLoader(b()), cache),
+            media: loader(MediaLoader(b()), cache),
+            tray_counts: loader(TrayCountsLoader(b()), cache),
+            seen: loader(SeenLoader(b()), cache),
+            view_counts: loader(ViewCountLoader(b()), cache),
+            friendship: loader(FriendshipLoader(b()), cache),
         }
     }
+}
+
+/// Whether the query asks for `path` below each item of the connection being
+/// resolved (through `nodes` or `edges { node }`).
+fn wants(ctx: &Context<'_>, path: &[&str]) -> bool {
+    let walk = |mut l: async_graphql::Lookahead<'_>| {
+        for p in path {
+            l = l.field(p);
+        }
+        l.exists()
+    };
+    let la = ctx.look_ahead();
+    walk(la.field("nodes")) || walk(la.field("edges").field("node"))
+}
+
+/// Primes what a page of users (found at `path` below each item) will ask for.
+pub async fn prime_users(ctx: &Context<'_>, users: &[i64], path: &[&str]) -> AppResult<()> {
+    let mut friendship = path.to_vec();
+    friendship.push("friendship");
+    if let Some(v) = viewer(ctx).id()
+        && wants(ctx, &friendship)
+    {
+        loaders(ctx)?
+            .friendship
+            .load_many(users.iter().map(|&u| (v, u)))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Primes what a page of statuses will ask for.
+pub async fn prime_statuses(
+    ctx: &Context<'_>,
+    statuses: &[entity::status::Model],
+) -> AppResult<()> {
+    let l = loaders(ctx)?;
+    let viewer = viewer(ctx).id();
+    if wants(ctx, &["author"]) {
+        let authors: Vec<i64> = statuses.iter().map(|s| s.author_id).collect();
+        l.users.load_many(authors.iter().copied()).await?;
+        prime_users(ctx, &authors, &["author"]).await?;
+    }
+    if wants(ctx, &["media"]) {
+        l.media
+            .load_many(statuses.iter().filter_map(|s| s.media_id))
+            .await?;
+    }
+    if let Some(v) = viewer {
+        if wants(ctx, &["viewerHasSeen"]) {
+            l.seen.load_many(statuses.iter().map(|s| (v, s.id))).await?;
+        }
+        if wants(ctx, &["viewCount"]) {
+            let own = statuses.iter().filter(|s| s.author_id == v).map(|s| s.id);
+            l.view_counts.load_many(own).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Primes what a page of the story tray will ask for.
+pub async fn prime_tray(ctx: &Context<'_>, authors: &[i64]) -> AppResult<()> {
+    let l = loaders(ctx)?;
+    if wants(ctx, &["author"]) {
+        l.users.load_many(authors.iter().copied()).await?;
+        prime_users(ctx, authors, &["author"]).await?;
+    }
+    if wants(ctx, &["storyCount"]) || wants(ctx, &["hasUnseen"]) {
+        let v = viewer(ctx).id();
+        l.tray_counts
+            .load_many(authors.iter().map(|&a| (v, a)))
+            .await?;
+    }
+    Ok(())
 }
 
 /// What every loader holds.

@@ -22,21 +22,17 @@ pub type AppSchema =
 /// Builds the schema over `state`, with depth, complexity and alias limits.
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
-    Schema::build(
-        query::QueryRoot::default(),
-        mutation::MutationRoot::default(),
-        subscription::SubscriptionRoot::default(),
-    )
-    .data(loaders::Loaders::new(&state))
-    .data(state)
-    .limit_depth(config.max_query_depth)
-    .limit_complexity(config.max_query_complexity)
-    .extension(limits::Guard {
-        max_depth: config.max_query_depth,
-        max_complexity: config.max_query_complexity,
-        max_aliases: config.max_aliases,
-    })
-    .finish()
+    builder()
+        .data(loaders::Loaders::shared(&state))
+        .data(state)
+        .limit_depth(config.max_query_depth)
+        .limit_complexity(config.max_query_complexity)
+        .extension(limits::Guard {
+            max_depth: config.max_query_depth,
+            max_complexity: config.max_query_complexity,
+            max_aliases: config.max_aliases,
+        })
+        .finish()
 }
 
 /// The schema in SDL, as `schema.graphql` keeps it.
@@ -70,11 +66,17 @@ pub(crate) fn viewer(ctx: &Context<'_>) -> Viewer {
 /// The SDL of the schema, built without a database (for `ephemera schema`
 /// and the test that keeps `schema.graphql` in sync).
 pub fn schema_sdl() -> String {
-    let schema = Schema::build(
+    sdl(&builder().finish())
+}
+
+fn builder() -> async_graphql::SchemaBuilder<
+    query::QueryRoot,
+    mutation::MutationRoot,
+    subscription::SubscriptionRoot,
+> {
+    Schema::build(
         query::QueryRoot::default(),
         mutation::MutationRoot::default(),
-        subscription::SubscriptionRoot::default(),
+        subscription::SubscriptionRoot,
     )
-    .finish();
-    sdl(&schema)
 }

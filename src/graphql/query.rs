@@ -4,6 +4,7 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, MergedObject, Object, Result};
 
+use super::loaders::{prime_statuses, prime_tray, prime_users};
 use super::types::{
     Media, Node, Scope, Status, StoryTrayEntry, User, connection, list_cost, parse_id,
 };
@@ -89,6 +90,12 @@ impl UserQuery {
             app.config.max_page_size,
         )?;
         let page = friend::incoming_page(&app.db, v, &q).await?;
+        prime_users(
+            ctx,
+            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
+            &[],
+        )
+        .await?;
         Ok(connection(
             &app.cursors,
             CursorKind::FriendRequest,
@@ -151,6 +158,8 @@ pub(crate) async fn statuses_of(
         .cursors
         .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
     let page = status::page_by_author(&app.db, author, app.clock.now(), &q).await?;
+    let rows: Vec<_> = page.items.iter().map(|i| i.1.clone()).collect();
+    prime_statuses(ctx, &rows).await?;
     Ok(connection(
         &app.cursors,
         CursorKind::Status,
@@ -186,6 +195,8 @@ impl StatusQuery {
         )?;
         let page =
             status::tray_page(&app.db, viewer(ctx).id(), scope.into(), app.clock.now(), &q).await?;
+        let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();
+        prime_tray(ctx, &authors).await?;
         Ok(connection(
             &app.cursors,
             CursorKind::Tray,

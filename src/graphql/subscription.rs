@@ -41,7 +41,7 @@ impl SubscriptionRoot {
                     }
                     _ => true,
                 };
-                admitted.then(|| Status(status))
+                admitted.then_some(Status(status))
             }
         }))
     }

@@ -9,6 +9,7 @@ use async_graphql::{
     Object, OutputType, Result, Scalar, ScalarType, SimpleObject, Value,
 };
 
+use super::loaders::prime_users;
 use super::{app, loaders, viewer};
 use crate::clock::{Millis, to_datetime};
 use crate::domain::Scope as DomainScope;
@@ -213,6 +214,12 @@ impl User {
         } else {
             Page::empty()
         };
+        prime_users(
+            ctx,
+            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
+            &[],
+        )
+        .await?;
         Ok(connection(&app.cursors, CursorKind::Friend, page, User))
     }
 }
@@ -346,6 +353,12 @@ impl Status {
             return Ok(None);
         }
         let page = status_domain::viewers_page(&app.db, &self.0, &q).await?;
+        prime_users(
+            ctx,
+            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
+            &[],
+        )
+        .await?;
         Ok(Some(connection(
             &app.cursors,
             CursorKind::StatusViewer,

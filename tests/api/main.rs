@@ -1,0 +1,17 @@
+//! API tests: each runs against the real server over HTTP and websockets, on
+//! SQLite and on PostgreSQL.
+
+// Tests may unwrap: a failure is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod auth;
+mod friends;
+mod http;
+mod limits;
+mod purge;
+mod schema;
+mod statuses;
+mod subscriptions;
+mod tray;

@@ -1,0 +1,472 @@
+//! Statuses: creation and its rejections, per-author pages, expiry without a
+//! purge, ownership on delete, seen state, and statement counts.
+
+use serde_json::{Value, json};
+
+use crate::both_backends;
+use crate::support::{HOUR, TestApp, TestUser};
+
+both_backends!(
+    create_status_stamps_expiry,
+    create_status_rejections_store_nothing,
+    pages_forward_and_backward,
+    page_argument_rejections,
+    expired_statuses_vanish_without_a_purge,
+    delete_checks_ownership,
+    seen_state_and_viewers,
+    pages_run_a_constant_number_of_statements,
+);
+
+const CREATE: &str = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id caption bgColor createdAt expiresAt author { username } media { id } viewerHasSeen viewCount } }";
+
+fn millis(v: &Value) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().expect("a date"))
+        .expect("RFC 3339")
+        .timestamp_millis()
+}
+
+async fn create_status_stamps_expiry(app: &TestApp) {
+    let u = app.sign_up("poster").await;
+    let data = app
+        .ok(
+            u.token(),
+            CREATE,
+            json!({ "i": { "caption": "sunset", "bgColor": "#FFaa00" } }),
+        )
+        .await;
+    let s = &data["createStatus"];
+    assert_eq!(s["caption"], "sunset");
+    assert_eq!(s["bgColor"], "#FFaa00");
+    assert_eq!(s["author"]["username"], "poster");
+    assert!(s["media"].is_null());
+    assert_eq!(s["viewCount"], 0);
+    assert_eq!(
+        millis(&s["expiresAt"]) - millis(&s["createdAt"]),
+        24 * 3600 * 1000
+    );
+    assert_eq!(millis(&s["createdAt"]), app.clock.now());
+    // Exactly 500 characters is fine.
+    app.ok(
+        u.token(),
+        CREATE,
+        json!({ "i": { "caption": "é".repeat(500) } }),
+    )
+    .await;
+}
+
+async fn create_status_rejections_store_nothing(app: &TestApp) {
+    let u = app.sign_up("rejected").await;
+    let cases = [
+        (json!({}), "BAD_USER_INPUT"),
+        (json!({ "caption": "   " }), "BAD_USER_INPUT"),
+        (json!({ "bgColor": "#000000" }), "BAD_USER_INPUT"),
+        (json!({ "caption": "x".repeat(501) }), "BAD_USER_INPUT"),
+        (
+            json!({ "caption": "ok", "bgColor": "red" }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "caption": "ok", "bgColor": "#12345" }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "caption": "ok", "bgColor": "#1234567" }),
+            "BAD_USER_INPUT",
+        ),
+        (
+            json!({ "caption": "ok", "bgColor": "#GG0000" }),
+            "BAD_USER_INPUT",
+        ),
+        (json!({ "caption": "ok", "mediaId": "123456" }), "NOT_FOUND"),
+        (json!({ "caption": "ok", "mediaId": "nope" }), "NOT_FOUND"),
+        (json!({ "caption": 5 }), "BAD_USER_INPUT"),
+    ];
+    for (input, code) in cases {
+        assert_eq!(
+            app.err(u.token(), CREATE, json!({ "i": input })).await,
+            code,
+            "{input}"
+        );
+    }
+    assert_eq!(
+        app.err(None, CREATE, json!({ "i": { "caption": "anon" } }))
+            .await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
+}
+
+const PAGE: &str = "query($u: ID!, $first: Int, $after: String, $last: Int, $before: String) {
+  statuses(userId: $u, first: $first, after: $after, last: $last, before: $before) {
+    edges { cursor node { caption } }
+    nodes { caption }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }";
+
+async fn page(app: &TestApp, user: &TestUser, args: Value) -> Value {
+    let mut vars = args;
+    vars["u"] = json!(user.id);
+    app.ok(None, PAGE, vars).await["statuses"].clone()
+}
+
+fn captions(page: &Value) -> Vec<String> {
+    page["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["caption"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn post_many(app: &TestApp, user: &TestUser, n: usize) {
+    for i in 0..n {
+        app.post_status(user, &format!("s{i}")).await;
+        app.clock.advance(std::time::Duration::from_secs(1));
+    }
+}
+
+async fn pages_forward_and_backward(app: &TestApp) {
+    let empty_user = app.sign_up("empty").await;
+    let empty = page(app, &empty_user, json!({})).await;
+    assert_eq!(empty["nodes"], json!([]));
+    assert_eq!(
+        empty["pageInfo"],
+        json!({ "hasNextPage": false, "hasPreviousPage": false, "startCursor": null, "endCursor": null })
+    );
+
+    let u = app.sign_up("pager").await;
+    post_many(app, &u, 10).await;
+    // Exactly one default page (10).
+    let exact = page(app, &u, json!({})).await;
+    assert_eq!(captions(&exact).len(), 10);
+    assert_eq!(captions(&exact)[0], "s9");
+    assert_eq!(exact["pageInfo"]["hasNextPage"], false);
+
+    // Page + 1.
+    app.post_status(&u, "s10").await;
+    let first = page(app, &u, json!({})).await;
+    assert_eq!(captions(&first).len(), 10);
+    assert_eq!(first["pageInfo"]["hasNextPage"], true);
+    assert_eq!(first["pageInfo"]["hasPreviousPage"], false);
+    assert_eq!(
+        first["edges"][0]["cursor"],
+        first["pageInfo"]["startCursor"]
+    );
+    let rest = page(app, &u, json!({ "after": first["pageInfo"]["endCursor"] })).await;
+    assert_eq!(captions(&rest), vec!["s0"]);
+    assert_eq!(rest["pageInfo"]["hasNextPage"], false);
+    assert_eq!(rest["pageInfo"]["hasPreviousPage"], true);
+
+    // Backward: the oldest three, in newest-first order.
+    let last = page(app, &u, json!({ "last": 3 })).await;
+    assert_eq!(captions(&last), vec!["s2", "s1", "s0"]);
+    assert_eq!(last["pageInfo"]["hasPreviousPage"], true);
+    assert_eq!(last["pageInfo"]["hasNextPage"], false);
+    let before = page(
+        app,
+        &u,
+        json!({ "last": 3, "before": last["pageInfo"]["startCursor"] }),
+    )
+    .await;
+    assert_eq!(captions(&before), vec!["s5", "s4", "s3"]);
+    assert_eq!(before["pageInfo"]["hasNextPage"], true);
+    let top = page(
+        app,
+        &u,
+        json!({ "last": 20, "before": last["pageInfo"]["startCursor"] }),
+    )
+    .await;
+    assert_eq!(captions(&top).len(), 8);
+    assert_eq!(top["pageInfo"]["hasPreviousPage"], false);
+
+    // Walk forward one at a time: every status exactly once.
+    let mut seen = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let p = page(app, &u, json!({ "first": 4, "after": after })).await;
+        seen.extend(captions(&p));
+        if p["pageInfo"]["hasNextPage"] == false {
+            break;
+        }
+        after = Some(p["pageInfo"]["endCursor"].clone());
+    }
+    assert_eq!(seen.len(), 11);
+    assert_eq!(seen.first().unwrap(), "s10");
+    assert_eq!(seen.last().unwrap(), "s0");
+
+    // first: 0 is an empty page that still knows there is more.
+    let zero = page(app, &u, json!({ "first": 0 })).await;
+    assert_eq!(zero["nodes"], json!([]));
+    assert_eq!(zero["pageInfo"]["hasNextPage"], true);
+
+    // User.statuses is the same list.
+    let via_user = app
+        .ok(
+            None,
+            "query($u: ID!) { user(id: $u) { statuses(first: 2) { nodes { caption } } } }",
+            json!({ "u": u.id }),
+        )
+        .await;
+    assert_eq!(
+        via_user["user"]["statuses"]["nodes"],
+        json!([{ "caption": "s10" }, { "caption": "s9" }])
+    );
+}
+
+async fn page_argument_rejections(app: &TestApp) {
+    let u = app.sign_up("strict").await;
+    post_many(app, &u, 55).await;
+    // Clamped to 50.
+    assert_eq!(
+        captions(&page(app, &u, json!({ "first": 500 })).await).len(),
+        50
+    );
+    assert_eq!(
+        captions(&page(app, &u, json!({ "last": 500 })).await).len(),
+        50
+    );
+    let tray = app
+        .ok(None, "{ storyTray { pageInfo { endCursor } } }", json!({}))
+        .await;
+    let tray_cursor = tray["storyTray"]["pageInfo"]["endCursor"].clone();
+    let own = page(app, &u, json!({ "first": 1 })).await["pageInfo"]["endCursor"].clone();
+    let mut forged = own.as_str().unwrap().to_owned();
+    forged.replace_range(3..4, if &forged[3..4] == "A" { "B" } else { "A" });
+    let bad = [
+        json!({ "first": -1 }),
+        json!({ "last": -1 }),
+        json!({ "first": 1, "last": 1 }),
+        json!({ "after": "bm9wZQ" }),
+        json!({ "after": forged }),
+        json!({ "before": "%%%" }),
+        json!({ "after": tray_cursor }),
+        json!({ "first": "ten" }),
+    ];
+    for args in bad {
+        let mut vars = args.clone();
+        vars["u"] = json!(u.id);
+        assert_eq!(app.err(None, PAGE, vars).await, "BAD_USER_INPUT", "{args}");
+    }
+    // The same checks hold for a user id that does not exist.
+    assert_eq!(
+        app.err(None, PAGE, json!({ "u": "x", "first": -1 })).await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.ok(None, PAGE, json!({ "u": "777" })).await["statuses"]["nodes"],
+        json!([])
+    );
+}
+
+async fn expired_statuses_vanish_without_a_purge(app: &TestApp) {
+    let u = app.sign_up("fleeting").await;
+    let other = app.sign_up("watcher").await;
+    let old = app.post_status(&u, "old").await;
+    app.clock.advance(HOUR * 12);
+    app.post_status(&u, "new").await;
+    app.clock.advance(HOUR * 13); // "old" is 25 h old, "new" 13 h
+    assert_eq!(captions(&page(app, &u, json!({})).await), vec!["new"]);
+    let q = "query($id: ID!) { status(id: $id) { id } }";
+    assert!(app.ok(None, q, json!({ "id": old })).await["status"].is_null());
+    let tray = app
+        .ok(
+            None,
+            "{ storyTray { nodes { storyCount author { username } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        tray["storyTray"]["nodes"],
+        json!([{ "storyCount": 1, "author": { "username": "fleeting" } }])
+    );
+    let seen = "mutation($id: ID!) { markStatusSeen(id: $id) { id } }";
+    assert_eq!(
+        app.err(other.token(), seen, json!({ "id": old })).await,
+        "NOT_FOUND"
+    );
+    let del = "mutation($id: ID!) { deleteStatus(id: $id) }";
+    assert_eq!(
+        app.err(u.token(), del, json!({ "id": old })).await,
+        "NOT_FOUND"
+    );
+    app.clock.advance(HOUR * 12);
+    let tray = app
+        .ok(None, "{ storyTray { nodes { storyCount } } }", json!({}))
+        .await;
+    assert_eq!(tray["storyTray"]["nodes"], json!([]));
+    // The rows are still there: only the purge removes them.
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 2);
+}
+
+async fn delete_checks_ownership(app: &TestApp) {
+    let owner = app.sign_up("owner").await;
+    let other = app.sign_up("intruder").await;
+    let keep = app.post_status(&owner, "keep").await;
+    let id = app.post_status(&owner, "to delete").await;
+    let del = "mutation($id: ID!) { deleteStatus(id: $id) }";
+    assert_eq!(
+        app.err(other.token(), del, json!({ "id": id })).await,
+        "FORBIDDEN"
+    );
+    assert_eq!(
+        app.err(None, del, json!({ "id": id })).await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(
+        app.err(owner.token(), del, json!({ "id": "999" })).await,
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        app.err(owner.token(), del, json!({ "id": "junk" })).await,
+        "NOT_FOUND"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 2);
+
+    assert_eq!(
+        app.ok(owner.token(), del, json!({ "id": id })).await["deleteStatus"],
+        id
+    );
+    assert_eq!(
+        app.err(owner.token(), del, json!({ "id": id })).await,
+        "NOT_FOUND"
+    );
+    let tray = app
+        .ok(None, "{ storyTray { nodes { storyCount } } }", json!({}))
+        .await;
+    assert_eq!(tray["storyTray"]["nodes"], json!([{ "storyCount": 1 }]));
+    app.ok(owner.token(), del, json!({ "id": keep })).await;
+    let tray = app
+        .ok(None, "{ storyTray { nodes { storyCount } } }", json!({}))
+        .await;
+    assert_eq!(tray["storyTray"]["nodes"], json!([]));
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
+
+    // Concurrent deletes of one status: exactly one wins.
+    let id = app.post_status(&owner, "race").await;
+    let (a, b) = tokio::join!(
+        app.gql(owner.token(), del, json!({ "id": id })),
+        app.gql(owner.token(), del, json!({ "id": id })),
+    );
+    let wins = [&a, &b]
+        .iter()
+        .filter(|r| r.get("errors").is_none())
+        .count();
+    assert_eq!(wins, 1, "{a} {b}");
+}
+
+async fn seen_state_and_viewers(app: &TestApp) {
+    let author = app.sign_up("author").await;
+    let v1 = app.sign_up("viewer1").await;
+    let v2 = app.sign_up("viewer2").await;
+    let s1 = app.post_status(&author, "one").await;
+    let s2 = app.post_status(&author, "two").await;
+    let mark = "mutation($id: ID!) { markStatusSeen(id: $id) { id viewerHasSeen } }";
+    let q = "query($id: ID!) { status(id: $id) { viewerHasSeen viewCount viewers { nodes { username } } } }";
+    let tray = "{ storyTray { nodes { hasUnseen } } }";
+
+    assert_eq!(
+        app.ok(v1.token(), tray, json!({})).await["storyTray"]["nodes"][0]["hasUnseen"],
+        true
+    );
+    assert_eq!(
+        app.ok(None, tray, json!({})).await["storyTray"]["nodes"][0]["hasUnseen"],
+        true
+    );
+    let marked = app.ok(v1.token(), mark, json!({ "id": s1 })).await;
+    assert_eq!(marked["markStatusSeen"]["viewerHasSeen"], true);
+    app.ok(v1.token(), mark, json!({ "id": s1 })).await; // idempotent
+    assert_eq!(
+        app.ok(v1.token(), tray, json!({})).await["storyTray"]["nodes"][0]["hasUnseen"],
+        true
+    );
+    app.ok(v1.token(), mark, json!({ "id": s2 })).await;
+    assert_eq!(
+        app.ok(v1.token(), tray, json!({})).await["storyTray"]["nodes"][0]["hasUnseen"],
+        false
+    );
+
+    app.clock.advance(std::time::Duration::from_secs(5));
+    app.ok(v2.token(), mark, json!({ "id": s1 })).await;
+    app.ok(author.token(), mark, json!({ "id": s1 })).await; // the author's own view does not count
+
+    let by_author = app.ok(author.token(), q, json!({ "id": s1 })).await;
+    assert_eq!(by_author["status"]["viewCount"], 2);
+    assert_eq!(
+        by_author["status"]["viewers"]["nodes"],
+        json!([{ "username": "viewer2" }, { "username": "viewer1" }])
+    );
+    let by_viewer = app.ok(v1.token(), q, json!({ "id": s1 })).await;
+    assert_eq!(by_viewer["status"]["viewerHasSeen"], true);
+    assert!(by_viewer["status"]["viewCount"].is_null());
+    assert!(by_viewer["status"]["viewers"].is_null());
+    let anon = app.ok(None, q, json!({ "id": s1 })).await;
+    assert_eq!(anon["status"]["viewerHasSeen"], false);
+    assert!(anon["status"]["viewCount"].is_null());
+
+    assert_eq!(
+        app.err(None, mark, json!({ "id": s1 })).await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(
+        app.err(v1.token(), mark, json!({ "id": "31337" })).await,
+        "NOT_FOUND"
+    );
+    assert_eq!(
+        app.err(
+            author.token(),
+            "query($id: ID!) { status(id: $id) { viewers(first: -2) { nodes { id } } } }",
+            json!({ "id": s1 })
+        )
+        .await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_views").await, 4);
+}
+
+async fn pages_run_a_constant_number_of_statements(app: &TestApp) {
+    let viewer = app.sign_up("counter").await;
+    let heavy = app.sign_up("heavy").await;
+    let mut authors = Vec::new();
+    for i in 0..50 {
+        let u = app.sign_up(&format!("author{i}")).await;
+        app.post_status(&u, "hi").await;
+        authors.push(u);
+    }
+    post_many(app, &heavy, 50).await;
+    let tray = "query($n: Int) { storyTray(first: $n) { nodes { latestCreatedAt storyCount hasUnseen author { username friendship } } } }";
+    let statuses = "query($u: ID!, $n: Int) { statuses(userId: $u, first: $n) { nodes { caption viewerHasSeen viewCount media { id } author { username friendship } } } }";
+    let (one, r1) = app
+        .statements_during(app.ok(viewer.token(), tray, json!({ "n": 1 })))
+        .await;
+    let (fifty, r50) = app
+        .statements_during(app.ok(viewer.token(), tray, json!({ "n": 50 })))
+        .await;
+    assert_eq!(r1["storyTray"]["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(r50["storyTray"]["nodes"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        one, fifty,
+        "tray: page of 1 ran {one} statements, page of 50 ran {fifty}"
+    );
+
+    let (one, r1) = app
+        .statements_during(app.ok(viewer.token(), statuses, json!({ "u": heavy.id, "n": 1 })))
+        .await;
+    let (fifty, r50) = app
+        .statements_during(app.ok(viewer.token(), statuses, json!({ "u": heavy.id, "n": 50 })))
+        .await;
+    assert_eq!(r1["statuses"]["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(r50["statuses"]["nodes"].as_array().unwrap().len(), 50);
+    assert_eq!(
+        one, fifty,
+        "statuses: page of 1 ran {one} statements, page of 50 ran {fifty}"
+    );
+
+    // The author's view, with view counts, is constant too.
+    let (one, _) = app
+        .statements_during(app.ok(heavy.token(), statuses, json!({ "u": heavy.id, "n": 1 })))
+        .await;
+    let (fifty, _) = app
+        .statements_during(app.ok(heavy.token(), statuses, json!({ "u": heavy.id, "n": 50 })))
+        .await;
+    assert_eq!(one, fifty);
+}

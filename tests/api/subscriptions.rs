@@ -1,0 +1,146 @@
+//! `statusCreated` over both websocket subprotocols.
+
+use serde_json::json;
+
+use crate::both_backends;
+use crate::support::ws::{Protocol, WsClient};
+use crate::support::{Backend, TestApp};
+
+both_backends!(
+    delivered_over_graphql_transport_ws,
+    delivered_over_legacy_graphql_ws,
+    friends_scope_filters,
+    bad_tokens_are_refused_at_init,
+);
+
+const SUB: &str =
+    "subscription($s: Scope) { statusCreated(scope: $s) { id caption author { username } } }";
+
+async fn delivered_over_graphql_transport_ws(app: &TestApp) {
+    let poster = app.sign_up("poster").await;
+    let (mut anon, ack) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    assert_eq!(ack["type"], "connection_ack");
+    let (mut authed, ack) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {}", poster.token) }),
+    )
+    .await;
+    assert_eq!(ack["type"], "connection_ack");
+    anon.subscribe("1", SUB, json!({})).await;
+    authed.subscribe("a", SUB, json!({ "s": "EVERYONE" })).await;
+    app.wait_for_metric("ephemera_subscribers", 2).await;
+
+    let id = app.post_status(&poster, "live!").await;
+    for (client, sub_id) in [(&mut anon, "1"), (&mut authed, "a")] {
+        let msg = client.next_message().await.unwrap();
+        assert_eq!(msg["type"], "next");
+        assert_eq!(msg["id"], sub_id);
+        let s = &msg["payload"]["data"]["statusCreated"];
+        assert_eq!(s["id"], id);
+        assert_eq!(s["caption"], "live!");
+        assert_eq!(s["author"]["username"], "poster");
+    }
+}
+
+async fn delivered_over_legacy_graphql_ws(app: &TestApp) {
+    let poster = app.sign_up("legacy").await;
+    let (mut client, ack) = WsClient::connect(&app.ws_url, Protocol::LegacyWs, json!({})).await;
+    assert_eq!(ack["type"], "connection_ack");
+    client.subscribe("7", SUB, json!({})).await;
+    app.wait_for_metric("ephemera_subscribers", 1).await;
+    let id = app.post_status(&poster, "old protocol").await;
+    let msg = client.next_message().await.unwrap();
+    assert_eq!(msg["type"], "data");
+    assert_eq!(msg["id"], "7");
+    assert_eq!(msg["payload"]["data"]["statusCreated"]["id"], id);
+}
+
+async fn friends_scope_filters(app: &TestApp) {
+    let me = app.sign_up("listener").await;
+    let friend = app.sign_up("pal").await;
+    let stranger = app.sign_up("nobody").await;
+    app.befriend(&me, &friend).await;
+    let (mut client, _) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {}", me.token) }),
+    )
+    .await;
+    client.subscribe("f", SUB, json!({ "s": "FRIENDS" })).await;
+    app.wait_for_metric("ephemera_subscribers", 1).await;
+    app.post_status(&stranger, "not for you").await;
+    let from_friend = app.post_status(&friend, "for friends").await;
+    let mine = app.post_status(&me, "my own").await;
+    let p1 = client.next_payload().await;
+    assert_eq!(p1["data"]["statusCreated"]["id"], from_friend);
+    let p2 = client.next_payload().await;
+    assert_eq!(p2["data"]["statusCreated"]["id"], mine);
+
+    // FRIENDS without authentication is refused.
+    let (mut anon, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    anon.subscribe("x", SUB, json!({ "s": "FRIENDS" })).await;
+    let msg = anon.next_message().await.unwrap();
+    assert_eq!(msg["type"], "next", "{msg}");
+    assert_eq!(
+        msg["payload"]["errors"][0]["extensions"]["code"],
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(anon.next_message().await.unwrap()["type"], "complete");
+    // An invalid subscription document is a coded client error too.
+    anon.subscribe("y", "subscription { statusCreated { nope } }", json!({}))
+        .await;
+    let msg = anon.next_message().await.unwrap();
+    assert_eq!(msg["id"], "y", "{msg}");
+    assert_eq!(
+        msg["payload"]["errors"][0]["extensions"]["code"],
+        "BAD_USER_INPUT"
+    );
+}
+
+async fn bad_tokens_are_refused_at_init(app: &TestApp) {
+    for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
+        let (_client, answer) = WsClient::connect(
+            &app.ws_url,
+            protocol,
+            json!({ "authorization": "Bearer not-a-token" }),
+        )
+        .await;
+        assert_ne!(answer["type"], "connection_ack", "{answer}");
+    }
+}
+
+/// A subscriber that never reads does not hold up the others, and its buffer
+/// is bounded: it skips what it could not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_subscribers_do_not_hold_up_others() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| c.event_buffer = 4).await;
+    let poster = app.sign_up("flood").await;
+    let (mut stalled, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    stalled.subscribe("s", SUB, json!({})).await;
+    let (mut fast, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    fast.subscribe("f", SUB, json!({})).await;
+    app.wait_for_metric("ephemera_subscribers", 2).await;
+    let mut ids = Vec::new();
+    for i in 0..40 {
+        ids.push(app.post_status(&poster, &format!("n{i}")).await);
+        // The fast subscriber keeps up as statuses arrive.
+        let p = fast.next_payload().await;
+        assert_eq!(p["data"]["statusCreated"]["id"], ids[i]);
+    }
+    // The stalled one, once it reads, gets at most what it had buffered plus
+    // what was in flight, never all 40 held in memory for it.
+    let mut got = 0;
+    while let Ok(Some(m)) = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        stalled.next_message(),
+    )
+    .await
+    {
+        if m["type"] == "next" {
+            got += 1;
+        }
+    }
+    assert!(got <= 40);
+    app.finish().await;
+}
