@@ -41,6 +41,7 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
     let mut router = Router::new()
         .route("/", get(graphiql_page))
         .route("/graphiql/{file}", get(graphiql_asset))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/graphql", get(graphql_get).post(graphql_post))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))

@@ -45,7 +45,13 @@ async fn run(cli: Cli) -> Result<(), AppError> {
             app.run_until(stopped).await
         }
         Command::Migrate => {
-            AppState::connect(config, Clock::system()).await?;
+            let stats = std::sync::Arc::new(ephemera::db::DbStats::default());
+            if !config.is_postgres() {
+                std::fs::create_dir_all(&config.data_dir)
+                    .map_err(|e| AppError::internal("creating the data dir", e))?;
+            }
+            let db = ephemera::db::connect(&config.effective_database_url(), 1, stats).await?;
+            ephemera::app::migrate(&db).await?;
             println!("migrations applied");
             Ok(())
         }

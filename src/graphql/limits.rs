@@ -1,6 +1,7 @@
 //! Refuses abusive or malformed requests before they run, and makes sure
 //! every error a client sees carries an `extensions.code` from the contract:
-//! - too deep, too complex, or too many aliases: `BAD_USER_INPUT` naming the limit;
+//! - too deep (introspection aside), too complex, or too many aliases:
+//!   `BAD_USER_INPUT` naming the limit;
 //! - a mutation or subscription sent over HTTP GET: `BAD_USER_INPUT`;
 //! - any other parse or validation error: `BAD_USER_INPUT`;
 //! - an error raised without a code: logged, and sent as `INTERNAL_SERVER_ERROR`.
@@ -103,6 +104,52 @@ fn count_aliases(doc: &ExecutableDocument) -> usize {
     ops + fragments
 }
 
+/// How deep introspection may nest. GraphiQL's schema query nests deeper than
+/// any API query needs (chains of `ofType`), so introspection has a limit of
+/// its own; it is still bounded, since nested introspection can explode.
+const INTROSPECTION_DEPTH: usize = 20;
+
+/// The deepest nesting of fields in any operation, fragments expanded:
+/// `(outside introspection, everything)`.
+fn query_depth(doc: &ExecutableDocument) -> (usize, usize) {
+    fn walk(
+        doc: &ExecutableDocument,
+        set: &SelectionSet,
+        stack: &mut Vec<String>,
+    ) -> (usize, usize) {
+        let depths = set.items.iter().map(|item| match &item.node {
+            Selection::Field(f) => {
+                let (api, all) = walk(doc, &f.node.selection_set.node, stack);
+                let name = f.node.name.node.as_str();
+                if name == "__schema" || name == "__type" {
+                    (0, all + 1)
+                } else {
+                    (api + 1, all + 1)
+                }
+            }
+            Selection::InlineFragment(f) => walk(doc, &f.node.selection_set.node, stack),
+            Selection::FragmentSpread(s) => {
+                let name = s.node.fragment_name.node.to_string();
+                // A cycle is refused by validation; here it just stops.
+                match doc.fragments.get(&s.node.fragment_name.node) {
+                    Some(fragment) if !stack.contains(&name) => {
+                        stack.push(name);
+                        let d = walk(doc, &fragment.node.selection_set.node, stack);
+                        stack.pop();
+                        d
+                    }
+                    _ => (0, 0),
+                }
+            }
+        });
+        depths.fold((0, 0), |(a, b), (x, y)| (a.max(x), b.max(y)))
+    }
+    doc.operations
+        .iter()
+        .map(|(_, op)| walk(doc, &op.node.selection_set.node, &mut Vec::new()))
+        .fold((0, 0), |(a, b), (x, y)| (a.max(x), b.max(y)))
+}
+
 fn is_query_only(doc: &ExecutableDocument) -> bool {
     doc.operations
         .iter()
@@ -142,6 +189,13 @@ impl Extension for Guard {
                 self.max_aliases
             )));
         }
+        let (depth, with_introspection) = query_depth(&doc);
+        if depth > self.max_depth || with_introspection > self.max_depth.max(INTROSPECTION_DEPTH) {
+            return Err(bad_input(format!(
+                "query is nested too deep; the depth limit is {}",
+                self.max_depth
+            )));
+        }
         if ctx.data_opt::<ViaGet>().is_some() && !is_query_only(&doc) {
             return Err(bad_input(
                 "mutations and subscriptions are not allowed over GET; use POST",
@@ -159,10 +213,6 @@ impl Extension for Guard {
             errors
                 .into_iter()
                 .map(|e| match e.message.as_str() {
-                    "Query is nested too deep." => bad_input(format!(
-                        "query is nested too deep; the depth limit is {}",
-                        self.max_depth
-                    )),
                     "Query is too complex." => bad_input(format!(
                         "query is too complex; the complexity limit is {}",
                         self.max_complexity
@@ -190,6 +240,16 @@ mod tests {
         .unwrap();
         assert_eq!(count_aliases(&doc), 4);
         assert!(is_query_only(&doc));
+        assert_eq!(query_depth(&doc), (2, 2));
+        let intro = async_graphql::parser::parse_query(
+            "{ __schema { types { fields { type { ofType { ofType { ofType { name } } } } } } } }",
+        )
+        .unwrap();
+        assert_eq!(query_depth(&intro), (0, 8));
+        let cyclic =
+            async_graphql::parser::parse_query("{ ...A } fragment A on Query { viewer { ...A } }")
+                .unwrap();
+        assert_eq!(query_depth(&cyclic), (1, 1));
         let m = async_graphql::parser::parse_query("mutation { signIn }").unwrap();
         assert!(!is_query_only(&m));
     }

@@ -19,13 +19,13 @@ use crate::error::AppError;
 pub type AppSchema =
     Schema<query::QueryRoot, mutation::MutationRoot, subscription::SubscriptionRoot>;
 
-/// Builds the schema over `state`, with depth, complexity and alias limits.
+/// Builds the schema over `state`, with depth, complexity and alias limits
+/// (depth and aliases are counted by `limits::Guard`).
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
     builder()
         .data(loaders::Loaders::shared(&state))
         .data(state)
-        .limit_depth(config.max_query_depth)
         .limit_complexity(config.max_query_complexity)
         .extension(limits::Guard {
             max_depth: config.max_query_depth,

@@ -19,6 +19,7 @@ pub struct UserMutation;
 
 #[Object]
 impl UserMutation {
+    /// Creates an account and signs it in. A taken username is BAD_USER_INPUT.
     async fn sign_up(&self, ctx: &Context<'_>, input: SignUpInput) -> Result<AuthPayload> {
         let session = user::sign_up(
             app(ctx)?,
@@ -35,6 +36,7 @@ impl UserMutation {
         })
     }
 
+    /// Signs in. A wrong password and an unknown user give the same UNAUTHENTICATED error.
     async fn sign_in(&self, ctx: &Context<'_>, input: SignInInput) -> Result<AuthPayload> {
         let session = user::sign_in(app(ctx)?, &input.username, input.password).await?;
         Ok(AuthPayload {
@@ -50,6 +52,7 @@ impl UserMutation {
         Ok(friend::send_request(app(ctx)?, v, other).await?.into())
     }
 
+    /// Accepts the user's pending request; BAD_USER_INPUT if there is none.
     async fn accept_friend_request(
         &self,
         ctx: &Context<'_>,

@@ -58,7 +58,9 @@ pub fn require_id(id: &ID, what: &str) -> Result<i64, AppError> {
 /// Whose content a list shows: everyone's the viewer may see, or only the viewer's own and accepted friends'.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
+    /// Everything the viewer may see.
     Everyone,
+    /// The viewer's own and their accepted friends'.
     Friends,
 }
 
@@ -71,16 +73,19 @@ impl From<Option<Scope>> for DomainScope {
     }
 }
 
+/// How the viewer stands with a user.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FriendshipState {
     /// The user is the viewer.
     #[graphql(name = "SELF")]
     Myself,
+    /// No friendship and no request either way.
     None,
     /// The viewer asked; the user has not answered.
     OutgoingRequest,
     /// The user asked; the viewer has not answered.
     IncomingRequest,
+    /// Accepted friends.
     Friends,
 }
 
@@ -134,18 +139,22 @@ pub struct User(pub Profile);
 
 #[Object]
 impl User {
+    /// The user's id.
     async fn id(&self) -> ID {
         id(self.0.id)
     }
 
+    /// The unique handle: 3 to 30 letters, digits or underscores.
     async fn username(&self) -> &str {
         &self.0.username
     }
 
+    /// The name the user shows, if they set one.
     async fn display_name(&self) -> Option<&str> {
         self.0.display_name.as_deref()
     }
 
+    /// When the account was created.
     async fn created_at(&self) -> DateTime {
         DateTime(self.0.created_at)
     }
@@ -230,6 +239,7 @@ pub struct Media(pub media::Model);
 
 #[Object]
 impl Media {
+    /// The media's id.
     async fn id(&self) -> ID {
         id(self.0.id)
     }
@@ -239,18 +249,22 @@ impl Media {
         format!("/media/{}", self.0.storage_key)
     }
 
+    /// The type judged from the file's bytes, e.g. `image/jpeg`.
     async fn content_type(&self) -> &str {
         &self.0.content_type
     }
 
+    /// Size of the stored file in bytes.
     async fn byte_size(&self) -> i32 {
         i32::try_from(self.0.byte_size).unwrap_or(i32::MAX)
     }
 
+    /// Width in pixels, where the file's header gives it.
     async fn width(&self) -> Option<i32> {
         self.0.width
     }
 
+    /// Height in pixels, where the file's header gives it.
     async fn height(&self) -> Option<i32> {
         self.0.height
     }
@@ -272,10 +286,12 @@ impl Status {
 
 #[Object]
 impl Status {
+    /// The status's id.
     async fn id(&self) -> ID {
         id(self.0.id)
     }
 
+    /// Who posted it.
     async fn author(&self, ctx: &Context<'_>) -> Result<User> {
         let profile = loaders(ctx)?.users.load_one(self.0.author_id).await?;
         Ok(User(
@@ -283,6 +299,7 @@ impl Status {
         ))
     }
 
+    /// The attached image, if any.
     async fn media(&self, ctx: &Context<'_>) -> Result<Option<Media>> {
         let Some(media_id) = self.0.media_id else {
             return Ok(None);
@@ -290,22 +307,27 @@ impl Status {
         Ok(loaders(ctx)?.media.load_one(media_id).await?.map(Media))
     }
 
+    /// Text shown with the status, at most 500 characters.
     async fn caption(&self) -> Option<&str> {
         self.0.caption.as_deref()
     }
 
+    /// Background colour as `#RRGGBB`.
     async fn bg_color(&self) -> Option<&str> {
         self.0.bg_color.as_deref()
     }
 
+    /// When it was posted.
     async fn created_at(&self) -> DateTime {
         DateTime(self.0.created_at)
     }
 
+    /// When it stops being live (its creation plus the server's status TTL).
     async fn expires_at(&self) -> DateTime {
         DateTime(self.0.expires_at)
     }
 
+    /// Whether the viewer marked it seen; false without authentication.
     async fn viewer_has_seen(&self, ctx: &Context<'_>) -> Result<bool> {
         let Some(v) = viewer(ctx).id() else {
             return Ok(false);
@@ -374,11 +396,13 @@ impl Status {
 pub struct StoryTrayEntry {
     #[graphql(skip)]
     pub author_id: i64,
+    /// When the author's newest live status was posted.
     pub latest_created_at: DateTime,
 }
 
 #[ComplexObject]
 impl StoryTrayEntry {
+    /// The author whose statuses this entry stands for.
     async fn author(&self, ctx: &Context<'_>) -> Result<User> {
         let profile = loaders(ctx)?.users.load_one(self.author_id).await?;
         Ok(User(
@@ -386,6 +410,7 @@ impl StoryTrayEntry {
         ))
     }
 
+    /// How many live statuses the author has.
     async fn story_count(&self, ctx: &Context<'_>) -> Result<i32> {
         let counts = self.counts(ctx).await?;
         Ok(i32::try_from(counts.live).unwrap_or(i32::MAX))
@@ -417,29 +442,39 @@ impl From<status_domain::TrayRow> for StoryTrayEntry {
     }
 }
 
+/// A signed-in session.
 #[derive(SimpleObject)]
 pub struct AuthPayload {
+    /// Send as `Authorization: Bearer <token>`; expires after the server's token TTL.
     pub token: String,
+    /// The signed-in user.
     pub user: User,
 }
 
+/// A new account.
 #[derive(InputObject)]
 pub struct SignUpInput {
     /// 3 to 30 characters: letters, digits, underscore.
     pub username: String,
     /// At least 8 characters.
     pub password: String,
+    /// Up to 64 characters; blank means none.
     pub display_name: Option<String>,
 }
 
+/// Credentials.
 #[derive(InputObject)]
 pub struct SignInInput {
+    /// The username, in any case.
     pub username: String,
+    /// The password.
     pub password: String,
 }
 
+/// A new status.
 #[derive(InputObject)]
 pub struct CreateStatusInput {
+    /// An image the viewer uploaded and has not attached elsewhere.
     pub media_id: Option<ID>,
     /// At most 500 characters.
     pub caption: Option<String>,
