@@ -57,3 +57,45 @@ impl EventBus {
         self.sender.receiver_count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entity::status;
+
+    fn event(id: i64) -> Event {
+        Event::StatusCreated(Arc::new(status::Model {
+            id,
+            author_id: 1,
+            media_id: None,
+            caption: Some("x".into()),
+            bg_color: None,
+            created_at: 0,
+            expires_at: 1,
+        }))
+    }
+
+    #[tokio::test]
+    async fn a_stalled_subscriber_holds_a_bounded_backlog() {
+        let bus = EventBus::new(4);
+        let stalled = bus.subscribe();
+        let mut live = Box::pin(bus.subscribe());
+        for i in 0..1000 {
+            // Publishing never waits for anyone.
+            bus.publish(event(i));
+            let Some(Event::StatusCreated(s)) = live.next().await else {
+                panic!("live subscriber missed an event");
+            };
+            assert_eq!(s.id, i);
+        }
+        // The stalled one kept only the newest few; it skips the rest.
+        let ids: Vec<i64> = {
+            drop(bus);
+            stalled
+                .map(|Event::StatusCreated(s)| s.id)
+                .collect::<Vec<_>>()
+                .await
+        };
+        assert_eq!(ids, vec![996, 997, 998, 999]);
+    }
+}

@@ -4,9 +4,10 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, MergedObject, Object, Result};
 
-use super::loaders::{prime_statuses, prime_tray, prime_users};
+use super::loaders::{prime_statuses, prime_tray};
 use super::types::{
-    Media, Node, Scope, Status, StoryTrayEntry, User, connection, list_cost, parse_id,
+    Media, Node, Scope, Status, StoryTrayEntry, User, connection, forward_query, list_cost,
+    parse_id, user_connection,
 };
 use super::{app, loaders, viewer};
 use crate::domain::page::{CursorKind, PageArgs};
@@ -77,31 +78,10 @@ impl UserQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
-        let app = app(ctx)?;
         let v = viewer(ctx).require()?;
-        let q = app.cursors.query(
-            CursorKind::FriendRequest,
-            &PageArgs {
-                first,
-                after,
-                ..Default::default()
-            },
-            20,
-            app.config.max_page_size,
-        )?;
-        let page = friend::incoming_page(&app.db, v, &q).await?;
-        prime_users(
-            ctx,
-            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
-            &[],
-        )
-        .await?;
-        Ok(connection(
-            &app.cursors,
-            CursorKind::FriendRequest,
-            page,
-            User,
-        ))
+        let q = forward_query(ctx, CursorKind::FriendRequest, first, after, 20)?;
+        let page = friend::incoming_page(&app(ctx)?.db, v, &q).await?;
+        user_connection(ctx, CursorKind::FriendRequest, page).await
     }
 }
 
@@ -183,16 +163,7 @@ impl StatusQuery {
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
     ) -> Result<Connection<String, StoryTrayEntry>> {
         let app = app(ctx)?;
-        let q = app.cursors.query(
-            CursorKind::Tray,
-            &PageArgs {
-                first,
-                after,
-                ..Default::default()
-            },
-            20,
-            app.config.max_page_size,
-        )?;
+        let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
         let page =
             status::tray_page(&app.db, viewer(ctx).id(), scope.into(), app.clock.now(), &q).await?;
         let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();

@@ -14,7 +14,7 @@ use super::{app, loaders, viewer};
 use crate::clock::{Millis, to_datetime};
 use crate::domain::Scope as DomainScope;
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
-use crate::domain::page::{CursorKind, Cursors, Page, PageArgs};
+use crate::domain::page::{CursorKind, Cursors, Page, PageArgs, PageQuery};
 use crate::domain::status as status_domain;
 use crate::domain::user::Profile;
 use crate::entity::{media, status};
@@ -117,6 +117,35 @@ pub fn connection<T, N: OutputType>(
     c
 }
 
+/// Checks the arguments of a forward-only connection (`first`, `after`).
+pub fn forward_query(
+    ctx: &Context<'_>,
+    kind: CursorKind,
+    first: Option<i32>,
+    after: Option<String>,
+    default: u32,
+) -> Result<PageQuery, AppError> {
+    let app = app(ctx)?;
+    let args = PageArgs {
+        first,
+        after,
+        ..Default::default()
+    };
+    app.cursors
+        .query(kind, &args, default, app.config.max_page_size)
+}
+
+/// A page of users as a connection, with what its items ask for loaded at once.
+pub async fn user_connection(
+    ctx: &Context<'_>,
+    kind: CursorKind,
+    page: Page<Profile>,
+) -> Result<Connection<String, User>> {
+    let ids: Vec<i64> = page.items.iter().map(|i| i.1.id).collect();
+    prime_users(ctx, &ids, &[]).await?;
+    Ok(connection(&app(ctx)?.cursors, kind, page, User))
+}
+
 /// What a connection field costs in the complexity limit: its page size
 /// (clamped like the page itself) times what each item asks for.
 pub fn list_cost(first: Option<i32>, last: Option<i32>, default: i32, child: usize) -> usize {
@@ -199,17 +228,7 @@ impl User {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
-        let app = app(ctx)?;
-        let q = app.cursors.query(
-            CursorKind::Friend,
-            &PageArgs {
-                first,
-                after,
-                ..Default::default()
-            },
-            20,
-            app.config.max_page_size,
-        )?;
+        let q = forward_query(ctx, CursorKind::Friend, first, after, 20)?;
         let allowed = match viewer(ctx).id() {
             Some(v) if v == self.0.id => true,
             Some(v) => {
@@ -219,17 +238,11 @@ impl User {
             None => false,
         };
         let page = if allowed {
-            friend::friends_page(&app.db, self.0.id, &q).await?
+            friend::friends_page(&app(ctx)?.db, self.0.id, &q).await?
         } else {
             Page::empty()
         };
-        prime_users(
-            ctx,
-            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
-            &[],
-        )
-        .await?;
-        Ok(connection(&app.cursors, CursorKind::Friend, page, User))
+        user_connection(ctx, CursorKind::Friend, page).await
     }
 }
 
@@ -360,33 +373,14 @@ impl Status {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Option<Connection<String, User>>> {
-        let app = app(ctx)?;
-        let q = app.cursors.query(
-            CursorKind::StatusViewer,
-            &PageArgs {
-                first,
-                after,
-                ..Default::default()
-            },
-            20,
-            app.config.max_page_size,
-        )?;
+        let q = forward_query(ctx, CursorKind::StatusViewer, first, after, 20)?;
         if !self.viewer_is_author(ctx) {
             return Ok(None);
         }
-        let page = status_domain::viewers_page(&app.db, &self.0, &q).await?;
-        prime_users(
-            ctx,
-            &page.items.iter().map(|i| i.1.id).collect::<Vec<_>>(),
-            &[],
-        )
-        .await?;
-        Ok(Some(connection(
-            &app.cursors,
-            CursorKind::StatusViewer,
-            page,
-            User,
-        )))
+        let page = status_domain::viewers_page(&app(ctx)?.db, &self.0, &q).await?;
+        Ok(Some(
+            user_connection(ctx, CursorKind::StatusViewer, page).await?,
+        ))
     }
 }
 

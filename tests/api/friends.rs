@@ -181,6 +181,16 @@ async fn friend_lists_are_private(app: &TestApp) {
         json!([{ "username": "hugo" }])
     );
     assert_eq!(second["user"]["friends"]["pageInfo"]["hasNextPage"], false);
+    let bad = "query($u: ID!, $n: Int, $after: String) { user(id: $u) { friends(first: $n, after: $after) { nodes { id } } } }";
+    assert_eq!(
+        app.err(a.token(), bad, json!({ "u": a.id, "n": -1 })).await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.err(a.token(), bad, json!({ "u": a.id, "after": "forged" }))
+            .await,
+        "BAD_USER_INPUT"
+    );
     // A friend sees the list; a stranger and an anonymous viewer get it empty.
     let by_friend = app.ok(b.token(), q, json!({ "u": a.id })).await;
     assert_eq!(
@@ -192,6 +202,10 @@ async fn friend_lists_are_private(app: &TestApp) {
     );
     for token in [stranger.token(), None] {
         let hidden = app.ok(token, q, json!({ "u": a.id })).await;
+        assert_eq!(
+            hidden["user"]["friends"]["pageInfo"]["endCursor"],
+            json!(null)
+        );
         assert_eq!(hidden["user"]["friends"]["nodes"], json!([]));
         assert_eq!(hidden["user"]["friends"]["pageInfo"]["hasNextPage"], false);
     }

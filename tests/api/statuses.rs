@@ -199,6 +199,12 @@ async fn pages_forward_and_backward(app: &TestApp) {
     assert_eq!(zero["nodes"], json!([]));
     assert_eq!(zero["pageInfo"]["hasNextPage"], true);
 
+    // Ids that name nothing are simply not found.
+    let by_id = "query($id: ID!) { status(id: $id) { id } }";
+    for id in ["junk", "0", "-5", "99999999"] {
+        assert!(app.ok(None, by_id, json!({ "id": id })).await["status"].is_null());
+    }
+
     // User.statuses is the same list.
     let via_user = app
         .ok(
@@ -247,6 +253,12 @@ async fn page_argument_rejections(app: &TestApp) {
         vars["u"] = json!(u.id);
         assert_eq!(app.err(None, PAGE, vars).await, "BAD_USER_INPUT", "{args}");
     }
+    // User.statuses checks its arguments the same way.
+    let nested = "query($u: ID!) { user(id: $u) { statuses(first: 1, last: 1) { nodes { id } } } }";
+    assert_eq!(
+        app.err(None, nested, json!({ "u": u.id })).await,
+        "BAD_USER_INPUT"
+    );
     // The same checks hold for a user id that does not exist.
     assert_eq!(
         app.err(None, PAGE, json!({ "u": "x", "first": -1 })).await,
@@ -426,47 +438,47 @@ async fn seen_state_and_viewers(app: &TestApp) {
 async fn pages_run_a_constant_number_of_statements(app: &TestApp) {
     let viewer = app.sign_up("counter").await;
     let heavy = app.sign_up("heavy").await;
-    let mut authors = Vec::new();
     for i in 0..50 {
         let u = app.sign_up(&format!("author{i}")).await;
         app.post_status(&u, "hi").await;
-        authors.push(u);
     }
     post_many(app, &heavy, 50).await;
     let tray = "query($n: Int) { storyTray(first: $n) { nodes { latestCreatedAt storyCount hasUnseen author { username friendship } } } }";
-    let statuses = "query($u: ID!, $n: Int) { statuses(userId: $u, first: $n) { nodes { caption viewerHasSeen viewCount media { id } author { username friendship } } } }";
-    let (one, r1) = app
-        .statements_during(app.ok(viewer.token(), tray, json!({ "n": 1 })))
-        .await;
-    let (fifty, r50) = app
-        .statements_during(app.ok(viewer.token(), tray, json!({ "n": 50 })))
-        .await;
-    assert_eq!(r1["storyTray"]["nodes"].as_array().unwrap().len(), 1);
-    assert_eq!(r50["storyTray"]["nodes"].as_array().unwrap().len(), 50);
-    assert_eq!(
-        one, fifty,
-        "tray: page of 1 ran {one} statements, page of 50 ran {fifty}"
-    );
-
-    let (one, r1) = app
-        .statements_during(app.ok(viewer.token(), statuses, json!({ "u": heavy.id, "n": 1 })))
-        .await;
-    let (fifty, r50) = app
-        .statements_during(app.ok(viewer.token(), statuses, json!({ "u": heavy.id, "n": 50 })))
-        .await;
-    assert_eq!(r1["statuses"]["nodes"].as_array().unwrap().len(), 1);
-    assert_eq!(r50["statuses"]["nodes"].as_array().unwrap().len(), 50);
-    assert_eq!(
-        one, fifty,
-        "statuses: page of 1 ran {one} statements, page of 50 ran {fifty}"
-    );
-
+    let statuses = "query($u: ID!, $n: Int) { statuses(userId: $u, first: $n) { edges { node { caption viewerHasSeen viewCount media { id } author { username friendship } } } nodes { id } } }";
+    assert_constant(app, viewer.token(), tray, json!({}), "storyTray").await;
+    assert_constant(app, None, tray, json!({}), "storyTray").await;
+    assert_constant(
+        app,
+        viewer.token(),
+        statuses,
+        json!({ "u": heavy.id }),
+        "statuses",
+    )
+    .await;
     // The author's view, with view counts, is constant too.
-    let (one, _) = app
-        .statements_during(app.ok(heavy.token(), statuses, json!({ "u": heavy.id, "n": 1 })))
-        .await;
-    let (fifty, _) = app
-        .statements_during(app.ok(heavy.token(), statuses, json!({ "u": heavy.id, "n": 50 })))
-        .await;
-    assert_eq!(one, fifty);
+    assert_constant(
+        app,
+        heavy.token(),
+        statuses,
+        json!({ "u": heavy.id }),
+        "statuses",
+    )
+    .await;
+}
+
+/// Runs `query` with `n` = 1 and `n` = 50 and checks both ran as many SQL statements.
+async fn assert_constant(app: &TestApp, token: Option<&str>, query: &str, vars: Value, list: &str) {
+    let mut counts = Vec::new();
+    for n in [1, 50] {
+        let mut v = vars.clone();
+        v["n"] = json!(n);
+        let (statements, data) = app.statements_during(app.ok(token, query, v)).await;
+        assert_eq!(data[list]["nodes"].as_array().unwrap().len(), n);
+        counts.push(statements);
+    }
+    assert_eq!(
+        counts[0], counts[1],
+        "{list}: a page of 1 ran {} statements, a page of 50 ran {}",
+        counts[0], counts[1]
+    );
 }
