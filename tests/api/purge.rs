@@ -142,16 +142,37 @@ async fn skip_locked_leaves_claimed_rows_to_their_owner() {
     app.finish().await;
 }
 
-/// The purge runs on its own through the real scheduler.
+/// The purge runs on its own through the real scheduler; a failed run is
+/// retried at the next tick and does not stop the scheduler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scheduler_runs_the_purge() {
+async fn scheduler_runs_the_purge_and_survives_failures() {
+    use sea_orm::ConnectionTrait;
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
         c.jobs = true;
         c.status_purge_cron = "* * * * * *".into();
     })
     .await;
     seed(&app, 1, 3).await;
+    // Break the purge (its tray statement fails), let it fail twice, then mend it.
+    app.state
+        .db
+        .execute_unprepared("ALTER TABLE status_tray RENAME TO status_tray_away")
+        .await
+        .unwrap();
+    let failures = app.metric("ephemera_db_statement_failures_total").await;
     app.clock.advance(HOUR * 25);
+    app.wait_for_metric("ephemera_db_statement_failures_total", failures + 2)
+        .await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM statuses").await,
+        3,
+        "a failed run deletes nothing"
+    );
+    app.state
+        .db
+        .execute_unprepared("ALTER TABLE status_tray_away RENAME TO status_tray")
+        .await
+        .unwrap();
     let mut left = 3;
     for _ in 0..100 {
         left = app.count("SELECT COUNT(*) AS n FROM statuses").await;
@@ -160,7 +181,7 @@ async fn scheduler_runs_the_purge() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(left, 0, "the scheduled purge did not run");
+    assert_eq!(left, 0, "the scheduled purge did not run again");
     app.finish().await;
 }
 
