@@ -1,0 +1,38 @@
+//! The friend graph: requests, acceptance, removal.
+
+use async_graphql::{Context, ID, Object, Result};
+
+use crate::domain::friend;
+use crate::graphql::types::{FriendshipState, require_id};
+use crate::graphql::{app, viewer};
+
+#[derive(Default)]
+pub struct FriendMutation;
+
+#[Object]
+impl FriendMutation {
+    /// Asking yourself is BAD_USER_INPUT; an unknown user is NOT_FOUND (so for the other friend mutations).
+    async fn send_friend_request(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
+        let v = viewer(ctx).require()?;
+        let other = require_id(&user_id, "user")?;
+        Ok(friend::send_request(app(ctx)?, v, other).await?.into())
+    }
+
+    /// Accepts the user's pending request; BAD_USER_INPUT if there is none.
+    async fn accept_friend_request(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+    ) -> Result<FriendshipState> {
+        let v = viewer(ctx).require()?;
+        let other = require_id(&user_id, "user")?;
+        Ok(friend::accept_request(app(ctx)?, v, other).await?.into())
+    }
+
+    /// Removes a friend, declines an incoming request or cancels an outgoing one.
+    async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
+        let v = viewer(ctx).require()?;
+        let other = require_id(&user_id, "user")?;
+        Ok(friend::remove(app(ctx)?, v, other).await?.into())
+    }
+}

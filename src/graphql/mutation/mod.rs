@@ -1,0 +1,16 @@
+//! The mutation root, merged from one object per area.
+
+mod friend;
+mod status;
+mod user;
+
+use async_graphql::MergedObject;
+
+/// The mutation root.
+#[derive(MergedObject, Default)]
+#[graphql(name = "Mutation")]
+pub struct MutationRoot(
+    user::UserMutation,
+    friend::FriendMutation,
+    status::StatusMutation,
+);

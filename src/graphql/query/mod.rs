@@ -1,0 +1,14 @@
+//! The query root, merged from one object per area.
+
+mod node;
+mod status;
+mod user;
+
+pub(crate) use status::statuses_of;
+
+use async_graphql::MergedObject;
+
+/// The query root.
+#[derive(MergedObject, Default)]
+#[graphql(name = "Query")]
+pub struct QueryRoot(node::NodeQuery, user::UserQuery, status::StatusQuery);

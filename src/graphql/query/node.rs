@@ -1,0 +1,72 @@
+//! `node` and `nodes`: refetching any object by its id.
+
+use async_graphql::{Context, ID, Object, Result};
+
+use crate::domain::{status, user};
+use crate::entity::media;
+use crate::error::AppError;
+use crate::graphql::types::{Media, Node, Status, User, parse_id};
+use crate::graphql::{app, viewer};
+
+const MAX_NODES: usize = 100;
+
+#[derive(Default)]
+pub struct NodeQuery;
+
+#[Object]
+impl NodeQuery {
+    /// Refetch any object by its id (Relay Global Object Identification).
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Node>> {
+        Ok(resolve_nodes(ctx, &[id]).await?.pop().flatten())
+    }
+
+    /// Many objects at once, in the order asked, null where an id is unknown or not visible; at most 100 ids.
+    async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> Result<Vec<Option<Node>>> {
+        if ids.len() > MAX_NODES {
+            return Err(AppError::bad_input(format!("at most {MAX_NODES} ids")).into());
+        }
+        resolve_nodes(ctx, &ids).await
+    }
+}
+
+/// Looks ids up in every table that holds nodes, one query per table.
+async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>>> {
+    let app = app(ctx)?;
+    let numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
+    let now = app.clock.now();
+    let users = user::find_by_ids(&app.db, &numbers).await?;
+    let statuses = status::find_live_by_ids(&app.db, &numbers, now).await?;
+    // Media that is not attached yet is visible to its uploader only.
+    let media: Vec<media::Model> = match viewer(ctx).id() {
+        Some(v) if !numbers.is_empty() => {
+            let mut values = vec![v.into()];
+            values.extend(numbers.iter().map(|&n| n.into()));
+            crate::db::fetch_all(
+                &app.db,
+                &format!(
+                    "SELECT * FROM media WHERE owner_id = $1 AND id IN ({})",
+                    crate::db::placeholders(2, numbers.len())
+                ),
+                values,
+            )
+            .await?
+        }
+        _ => Vec::new(),
+    };
+    Ok(ids
+        .iter()
+        .map(|id| {
+            let n = parse_id(id)?;
+            if let Some(u) = users.get(&n) {
+                return Some(Node::User(User(u.clone())));
+            }
+            if let Some(s) = statuses.get(&n) {
+                return Some(Node::Status(Status::new(s.clone())));
+            }
+            media
+                .iter()
+                .find(|m| m.id == n)
+                .map(|m| Node::Media(Media(m.clone())))
+        })
+        .collect())
+}

@@ -1,0 +1,102 @@
+//! Statuses: the story tray, per-author pages, one status.
+
+use async_graphql::connection::Connection;
+use async_graphql::{Context, ID, Object, Result};
+
+use crate::domain::page::{CursorKind, PageArgs};
+use crate::domain::status;
+use crate::graphql::loaders::{prime_statuses, prime_tray};
+use crate::graphql::types::{
+    Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
+};
+use crate::graphql::{app, viewer};
+
+/// A page of one author's live statuses (for `statuses` and `User.statuses`).
+pub(crate) async fn statuses_of(
+    ctx: &Context<'_>,
+    author: i64,
+    args: PageArgs,
+) -> Result<Connection<String, Status>> {
+    let app = app(ctx)?;
+    let q = app
+        .cursors
+        .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
+    let page = status::page_by_author(&app.db, author, app.clock.now(), &q).await?;
+    let rows: Vec<_> = page.items.iter().map(|i| i.1.clone()).collect();
+    prime_statuses(ctx, &rows).await?;
+    Ok(connection(
+        &app.cursors,
+        CursorKind::Status,
+        page,
+        Status::new,
+    ))
+}
+
+#[derive(Default)]
+pub struct StatusQuery;
+
+#[Object]
+impl StatusQuery {
+    /// The story tray: one entry per author with at least one live status, the author with the freshest status first. FRIENDS needs authentication.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn story_tray(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+        #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
+    ) -> Result<Connection<String, StoryTrayEntry>> {
+        let app = app(ctx)?;
+        let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
+        let page =
+            status::tray_page(&app.db, viewer(ctx).id(), scope.into(), app.clock.now(), &q).await?;
+        let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();
+        prime_tray(ctx, &authors).await?;
+        Ok(connection(
+            &app.cursors,
+            CursorKind::Tray,
+            page,
+            StoryTrayEntry::from,
+        ))
+    }
+
+    /// One author's live statuses, newest first.
+    #[graphql(complexity = "list_cost(first, last, 10, child_complexity)")]
+    async fn statuses(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> Result<Connection<String, Status>> {
+        let args = PageArgs {
+            first,
+            after,
+            last,
+            before,
+        };
+        match parse_id(&user_id) {
+            Some(author) => statuses_of(ctx, author, args).await,
+            None => {
+                // Still check the arguments, then answer like for any unknown user.
+                let app = app(ctx)?;
+                app.cursors
+                    .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
+                Ok(Connection::new(false, false))
+            }
+        }
+    }
+
+    /// A live status by id; null if it does not exist or has expired.
+    async fn status(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Status>> {
+        let app = app(ctx)?;
+        let Some(n) = parse_id(&id) else {
+            return Ok(None);
+        };
+        Ok(status::find_live(&app.db, n, app.clock.now())
+            .await?
+            .map(Status::new))
+    }
+}

@@ -1,0 +1,60 @@
+//! Users: the viewer, lookups, friend requests.
+
+use async_graphql::connection::Connection;
+use async_graphql::{Context, ID, Object, Result};
+
+use crate::domain::page::CursorKind;
+use crate::domain::{friend, user};
+use crate::error::AppError;
+use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
+use crate::graphql::{app, loaders, viewer};
+
+#[derive(Default)]
+pub struct UserQuery;
+
+#[Object]
+impl UserQuery {
+    /// The authenticated user; null for an anonymous request (no token). A bad or expired token is UNAUTHENTICATED, here as everywhere.
+    async fn viewer(&self, ctx: &Context<'_>) -> Result<Option<User>> {
+        let Some(v) = viewer(ctx).id() else {
+            return Ok(None);
+        };
+        let profile = loaders(ctx)?.users.load_one(v).await?;
+        // A token for an account that no longer exists is no longer valid.
+        profile
+            .map(|p| Some(User(p)))
+            .ok_or_else(|| AppError::unauthenticated("this account no longer exists").into())
+    }
+
+    /// Exactly one of id or username.
+    async fn user(
+        &self,
+        ctx: &Context<'_>,
+        id: Option<ID>,
+        username: Option<String>,
+    ) -> Result<Option<User>> {
+        let app = app(ctx)?;
+        match (id, username) {
+            (Some(id), None) => match parse_id(&id) {
+                Some(n) => Ok(loaders(ctx)?.users.load_one(n).await?.map(User)),
+                None => Ok(None),
+            },
+            (None, Some(name)) => Ok(user::find_by_username(&app.db, &name).await?.map(User)),
+            _ => Err(AppError::bad_input("pass exactly one of id or username").into()),
+        }
+    }
+
+    /// Users who asked the viewer to be friends and wait for an answer.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn friend_requests(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<String, User>> {
+        let v = viewer(ctx).require()?;
+        let q = forward_query(ctx, CursorKind::FriendRequest, first, after, 20)?;
+        let page = friend::incoming_page(&app(ctx)?.db, v, &q).await?;
+        user_connection(ctx, CursorKind::FriendRequest, page).await
+    }
+}

@@ -1,0 +1,169 @@
+//! GraphQL output and input types: thin wrappers over domain values, one
+//! file per area, and what they share here (scalars, ids, enums, connection
+//! helpers, the `Node` interface). Each field's doc comment is its
+//! description in the schema.
+
+mod media;
+mod status;
+mod user;
+
+pub use media::Media;
+pub use status::{CreateStatusInput, Status, StoryTrayEntry};
+pub use user::{AuthPayload, SignInInput, SignUpInput, User};
+
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{
+    Context, Enum, ID, InputValueError, InputValueResult, Interface, OutputType, Result, Scalar,
+    ScalarType, Value,
+};
+
+use super::app;
+use super::loaders::prime_users;
+use crate::clock::{Millis, to_datetime};
+use crate::domain::Scope as DomainScope;
+use crate::domain::friend::FriendshipState as DomainFriendship;
+use crate::domain::page::{CursorKind, Cursors, Page, PageArgs, PageQuery};
+use crate::domain::user::Profile;
+use crate::error::AppError;
+
+/// An instant, as an RFC 3339 string in UTC (`2026-11-29T17:42:00.000Z`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DateTime(pub Millis);
+
+#[Scalar(name = "DateTime")]
+impl ScalarType for DateTime {
+    fn parse(value: Value) -> InputValueResult<Self> {
+        match &value {
+            Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+                .map(|d| DateTime(d.timestamp_millis()))
+                .map_err(|_| InputValueError::custom("expected an RFC 3339 date-time")),
+            _ => Err(InputValueError::expected_type(value)),
+        }
+    }
+
+    fn to_value(&self) -> Value {
+        Value::String(to_datetime(self.0).to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+    }
+}
+
+/// A decimal snowflake id as a GraphQL ID.
+pub fn id(n: i64) -> ID {
+    ID(n.to_string())
+}
+
+/// The number behind an ID; `None` for an id this server could not have made.
+pub fn parse_id(id: &ID) -> Option<i64> {
+    id.0.parse::<i64>().ok().filter(|n| *n > 0)
+}
+
+/// The number behind an ID that must name something: `NOT_FOUND` otherwise.
+pub fn require_id(id: &ID, what: &str) -> Result<i64, AppError> {
+    parse_id(id).ok_or_else(|| AppError::not_found(format!("{what} not found")))
+}
+
+/// Whose content a list shows: everyone's the viewer may see, or only the viewer's own and accepted friends'.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything the viewer may see.
+    Everyone,
+    /// The viewer's own and their accepted friends'.
+    Friends,
+}
+
+impl From<Option<Scope>> for DomainScope {
+    fn from(s: Option<Scope>) -> Self {
+        match s {
+            Some(Scope::Friends) => DomainScope::Friends,
+            _ => DomainScope::Everyone,
+        }
+    }
+}
+
+/// How the viewer stands with a user.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FriendshipState {
+    /// The user is the viewer.
+    #[graphql(name = "SELF")]
+    Myself,
+    /// No friendship and no request either way.
+    None,
+    /// The viewer asked; the user has not answered.
+    OutgoingRequest,
+    /// The user asked; the viewer has not answered.
+    IncomingRequest,
+    /// Accepted friends.
+    Friends,
+}
+
+impl From<DomainFriendship> for FriendshipState {
+    fn from(s: DomainFriendship) -> Self {
+        match s {
+            DomainFriendship::Myself => Self::Myself,
+            DomainFriendship::None => Self::None,
+            DomainFriendship::OutgoingRequest => Self::OutgoingRequest,
+            DomainFriendship::IncomingRequest => Self::IncomingRequest,
+            DomainFriendship::Friends => Self::Friends,
+        }
+    }
+}
+
+/// A page as a Relay connection.
+pub fn connection<T, N: OutputType>(
+    cursors: &Cursors,
+    kind: CursorKind,
+    page: Page<T>,
+    node: impl Fn(T) -> N,
+) -> Connection<String, N> {
+    let mut c = Connection::new(page.has_previous, page.has_next);
+    c.edges.extend(
+        page.items
+            .into_iter()
+            .map(|(key, item)| Edge::new(cursors.encode(kind, key), node(item))),
+    );
+    c
+}
+
+/// Checks the arguments of a forward-only connection (`first`, `after`).
+pub fn forward_query(
+    ctx: &Context<'_>,
+    kind: CursorKind,
+    first: Option<i32>,
+    after: Option<String>,
+    default: u32,
+) -> Result<PageQuery, AppError> {
+    let app = app(ctx)?;
+    let args = PageArgs {
+        first,
+        after,
+        ..Default::default()
+    };
+    app.cursors
+        .query(kind, &args, default, app.config.max_page_size)
+}
+
+/// A page of users as a connection, with what its items ask for loaded at once.
+pub async fn user_connection(
+    ctx: &Context<'_>,
+    kind: CursorKind,
+    page: Page<Profile>,
+) -> Result<Connection<String, User>> {
+    let ids: Vec<i64> = page.items.iter().map(|i| i.1.id).collect();
+    prime_users(ctx, &ids, &[]).await?;
+    Ok(connection(&app(ctx)?.cursors, kind, page, User))
+}
+
+/// What a connection field costs in the complexity limit: its page size
+/// (clamped like the page itself) times what each item asks for.
+pub fn list_cost(first: Option<i32>, last: Option<i32>, default: i32, child: usize) -> usize {
+    let n = last.or(first).unwrap_or(default).clamp(0, 50);
+    1 + usize::try_from(n).unwrap_or(0) * child
+}
+
+/// Any object that can be refetched by its id.
+#[derive(Interface)]
+#[graphql(field(name = "id", ty = "ID"))]
+pub enum Node {
+    User(User),
+    Status(Status),
+    Media(Media),
+}

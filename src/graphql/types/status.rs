@@ -1,0 +1,177 @@
+//! Statuses and the story tray.
+
+use std::sync::Arc;
+
+use async_graphql::connection::Connection;
+use async_graphql::{ComplexObject, Context, ID, InputObject, Object, Result, SimpleObject};
+
+use super::{DateTime, Media, User, forward_query, id, list_cost, user_connection};
+use crate::domain::page::CursorKind;
+use crate::domain::status as status_domain;
+use crate::entity::status;
+use crate::error::AppError;
+use crate::graphql::{app, loaders, viewer};
+
+/// A story: a post with optional media, a caption and a background colour that lives 24 hours.
+#[derive(Clone, Debug)]
+pub struct Status(pub Arc<status::Model>);
+
+impl Status {
+    pub fn new(model: status::Model) -> Self {
+        Self(Arc::new(model))
+    }
+
+    fn viewer_is_author(&self, ctx: &Context<'_>) -> bool {
+        viewer(ctx).id() == Some(self.0.author_id)
+    }
+}
+
+#[Object]
+impl Status {
+    /// The status's id.
+    pub async fn id(&self) -> ID {
+        id(self.0.id)
+    }
+
+    /// Who posted it.
+    async fn author(&self, ctx: &Context<'_>) -> Result<User> {
+        let profile = loaders(ctx)?.users.load_one(self.0.author_id).await?;
+        Ok(User(
+            profile.ok_or_else(|| AppError::not_found("author not found"))?,
+        ))
+    }
+
+    /// The attached image, if any.
+    async fn media(&self, ctx: &Context<'_>) -> Result<Option<Media>> {
+        let Some(media_id) = self.0.media_id else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)?.media.load_one(media_id).await?.map(Media))
+    }
+
+    /// Text shown with the status, at most 500 characters.
+    async fn caption(&self) -> Option<&str> {
+        self.0.caption.as_deref()
+    }
+
+    /// Background colour as `#RRGGBB`.
+    async fn bg_color(&self) -> Option<&str> {
+        self.0.bg_color.as_deref()
+    }
+
+    /// When it was posted.
+    async fn created_at(&self) -> DateTime {
+        DateTime(self.0.created_at)
+    }
+
+    /// When it stops being live (its creation plus the server's status TTL).
+    async fn expires_at(&self) -> DateTime {
+        DateTime(self.0.expires_at)
+    }
+
+    /// Whether the viewer marked it seen; false without authentication.
+    async fn viewer_has_seen(&self, ctx: &Context<'_>) -> Result<bool> {
+        let Some(v) = viewer(ctx).id() else {
+            return Ok(false);
+        };
+        Ok(loaders(ctx)?
+            .seen
+            .load_one((v, self.0.id))
+            .await?
+            .unwrap_or(false))
+    }
+
+    /// For the author only; null for everyone else.
+    async fn view_count(&self, ctx: &Context<'_>) -> Result<Option<i32>> {
+        if !self.viewer_is_author(ctx) {
+            return Ok(None);
+        }
+        let n = loaders(ctx)?
+            .view_counts
+            .load_one(self.0.id)
+            .await?
+            .unwrap_or(0);
+        Ok(Some(i32::try_from(n).unwrap_or(i32::MAX)))
+    }
+
+    /// For the author only; null for everyone else. Most recent first.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn viewers(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Option<Connection<String, User>>> {
+        let q = forward_query(ctx, CursorKind::StatusViewer, first, after, 20)?;
+        if !self.viewer_is_author(ctx) {
+            return Ok(None);
+        }
+        let page = status_domain::viewers_page(&app(ctx)?.db, &self.0, &q).await?;
+        Ok(Some(
+            user_connection(ctx, CursorKind::StatusViewer, page).await?,
+        ))
+    }
+}
+
+/// One author in the story tray.
+#[derive(Clone, Debug, SimpleObject)]
+#[graphql(complex)]
+pub struct StoryTrayEntry {
+    #[graphql(skip)]
+    pub author_id: i64,
+    /// When the author's newest live status was posted.
+    pub latest_created_at: DateTime,
+}
+
+#[ComplexObject]
+impl StoryTrayEntry {
+    /// The author whose statuses this entry stands for.
+    async fn author(&self, ctx: &Context<'_>) -> Result<User> {
+        let profile = loaders(ctx)?.users.load_one(self.author_id).await?;
+        Ok(User(
+            profile.ok_or_else(|| AppError::not_found("author not found"))?,
+        ))
+    }
+
+    /// How many live statuses the author has.
+    async fn story_count(&self, ctx: &Context<'_>) -> Result<i32> {
+        let counts = self.counts(ctx).await?;
+        Ok(i32::try_from(counts.live).unwrap_or(i32::MAX))
+    }
+
+    /// Whether the author has a live status the viewer has not marked seen; true without authentication.
+    async fn has_unseen(&self, ctx: &Context<'_>) -> Result<bool> {
+        Ok(self.counts(ctx).await?.unseen > 0)
+    }
+}
+
+impl StoryTrayEntry {
+    async fn counts(&self, ctx: &Context<'_>) -> Result<status_domain::TrayCounts> {
+        let key = (viewer(ctx).id(), self.author_id);
+        Ok(loaders(ctx)?
+            .tray_counts
+            .load_one(key)
+            .await?
+            .unwrap_or_default())
+    }
+}
+
+impl From<status_domain::TrayRow> for StoryTrayEntry {
+    fn from(row: status_domain::TrayRow) -> Self {
+        Self {
+            author_id: row.author_id,
+            latest_created_at: DateTime(row.latest_created_at),
+        }
+    }
+}
+
+/// A new status.
+#[derive(InputObject)]
+pub struct CreateStatusInput {
+    /// An image the viewer uploaded and has not attached elsewhere.
+    pub media_id: Option<ID>,
+    /// At most 500 characters.
+    pub caption: Option<String>,
+    /// #RRGGBB
+    pub bg_color: Option<String>,
+}

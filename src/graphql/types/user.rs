@@ -1,0 +1,123 @@
+//! Users and sign-in.
+
+use async_graphql::connection::Connection;
+use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
+
+use super::{DateTime, FriendshipState, Status, forward_query, id, list_cost, user_connection};
+use crate::domain::friend::{self, FriendshipState as DomainFriendship};
+use crate::domain::page::{CursorKind, Page, PageArgs};
+use crate::domain::user::Profile;
+use crate::graphql::{app, loaders, viewer};
+
+/// A person on ephemera.
+#[derive(Clone, Debug)]
+pub struct User(pub Profile);
+
+#[Object]
+impl User {
+    /// The user's id.
+    pub async fn id(&self) -> ID {
+        id(self.0.id)
+    }
+
+    /// The unique handle: 3 to 30 letters, digits or underscores.
+    async fn username(&self) -> &str {
+        &self.0.username
+    }
+
+    /// The name the user shows, if they set one.
+    async fn display_name(&self) -> Option<&str> {
+        self.0.display_name.as_deref()
+    }
+
+    /// When the account was created.
+    async fn created_at(&self) -> DateTime {
+        DateTime(self.0.created_at)
+    }
+
+    /// This user's live statuses, newest first.
+    #[graphql(complexity = "list_cost(first, last, 10, child_complexity)")]
+    async fn statuses(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> Result<Connection<String, Status>> {
+        crate::graphql::query::statuses_of(
+            ctx,
+            self.0.id,
+            PageArgs {
+                first,
+                after,
+                last,
+                before,
+            },
+        )
+        .await
+    }
+
+    /// How the viewer stands with this user; NONE without authentication.
+    async fn friendship(&self, ctx: &Context<'_>) -> Result<FriendshipState> {
+        let Some(v) = viewer(ctx).id() else {
+            return Ok(FriendshipState::None);
+        };
+        let state = loaders(ctx)?.friendship.load_one((v, self.0.id)).await?;
+        Ok(state.unwrap_or(DomainFriendship::None).into())
+    }
+
+    /// Accepted friends; visible to the user and their friends, an empty connection to others.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn friends(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<String, User>> {
+        let q = forward_query(ctx, CursorKind::Friend, first, after, 20)?;
+        let allowed = match viewer(ctx).id() {
+            Some(v) if v == self.0.id => true,
+            Some(v) => {
+                loaders(ctx)?.friendship.load_one((v, self.0.id)).await?
+                    == Some(DomainFriendship::Friends)
+            }
+            None => false,
+        };
+        let page = if allowed {
+            friend::friends_page(&app(ctx)?.db, self.0.id, &q).await?
+        } else {
+            Page::empty()
+        };
+        user_connection(ctx, CursorKind::Friend, page).await
+    }
+}
+
+/// A signed-in session.
+#[derive(SimpleObject)]
+pub struct AuthPayload {
+    /// Send as `Authorization: Bearer <token>`; expires after the server's token TTL.
+    pub token: String,
+    /// The signed-in user.
+    pub user: User,
+}
+
+/// A new account.
+#[derive(InputObject)]
+pub struct SignUpInput {
+    /// 3 to 30 characters: letters, digits, underscore.
+    pub username: String,
+    /// At least 8 characters.
+    pub password: String,
+    /// Up to 64 characters; blank means none.
+    pub display_name: Option<String>,
+}
+
+/// Credentials.
+#[derive(InputObject)]
+pub struct SignInInput {
+    /// The username, in any case.
+    pub username: String,
+    /// The password.
+    pub password: String,
+}
