@@ -11,6 +11,12 @@
 //! leaves the latest expiry unchanged, and a summary whose latest expiry has
 //! passed is deleted with them.
 //!
+//! With one TTL the newest status is also the last to expire, so an entry's
+//! `latest_created_at` is a live status's. Right after `EPHEMERA_STATUS_TTL`
+//! is shortened, an author's newest status can expire before an older one;
+//! until that older one expires too, the entry keeps its place and
+//! `latestCreatedAt` by the newest, while `storyCount` counts live ones only.
+//!
 //! Locks, on PostgreSQL: an insert takes the author's summary row first (the
 //! upsert) and then adds a new status; a delete and the purge take status rows
 //! first and summary rows after. No path waits for a status row while holding
