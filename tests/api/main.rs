@@ -10,6 +10,7 @@ mod auth;
 mod friends;
 mod http;
 mod limits;
+mod migrations;
 mod purge;
 mod schema;
 mod statuses;
