@@ -29,8 +29,8 @@ pub struct AppState {
     pub clock: Clock,
     pub ids: Arc<IdGenerator>,
     pub events: EventBus,
-    pub tokens: TokenKeys,
-    pub cursors: Cursors,
+    pub tokens: Arc<TokenKeys>,
+    pub cursors: Arc<Cursors>,
     pub db_stats: Arc<DbStats>,
 }
 
@@ -53,8 +53,11 @@ impl AppState {
         migrate(&db).await?;
         Ok(Self {
             db,
-            tokens: TokenKeys::new(secret.as_bytes(), duration_millis(config.token_ttl)),
-            cursors: Cursors::new(secret.as_bytes()),
+            tokens: Arc::new(TokenKeys::new(
+                secret.as_bytes(),
+                duration_millis(config.token_ttl),
+            )),
+            cursors: Arc::new(Cursors::new(secret.as_bytes())),
             ids: Arc::new(IdGenerator::new(config.node_id)),
             events: EventBus::new(config.event_buffer),
             config: Arc::new(config),

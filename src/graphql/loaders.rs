@@ -17,7 +17,10 @@ use async_graphql::Context;
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
 use super::{loaders, viewer};
+use sea_orm::DatabaseConnection;
+
 use crate::app::AppState;
+use crate::clock::Clock;
 use crate::db;
 use crate::domain::friend::{self, FriendshipState};
 use crate::domain::status::{self, TrayCounts};
@@ -58,7 +61,10 @@ impl Loaders {
     }
 
     fn new(state: &AppState, cache: bool) -> Self {
-        let b = || Base(state.clone());
+        let b = || Base {
+            db: state.db.clone(),
+            clock: state.clock.clone(),
+        };
         Self {
             users: loader(UserLoader(b()), cache),
             media: loader(MediaLoader(b()), cache),
@@ -144,7 +150,10 @@ pub async fn prime_tray(ctx: &Context<'_>, authors: &[i64]) -> AppResult<()> {
 }
 
 /// What every loader holds.
-pub struct Base(AppState);
+pub struct Base {
+    db: DatabaseConnection,
+    clock: Clock,
+}
 
 /// Groups keys `(viewer, item)` by viewer.
 fn by_viewer<V: Copy + Eq + std::hash::Hash>(keys: &[(V, i64)]) -> HashMap<V, Vec<i64>> {
@@ -163,7 +172,7 @@ impl Loader<i64> for UserLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, Profile>> {
-        user::find_by_ids(&self.0.0.db, keys).await
+        user::find_by_ids(&self.0.db, keys).await
     }
 }
 
@@ -176,7 +185,7 @@ impl Loader<i64> for MediaLoader {
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, media::Model>> {
         let rows: Vec<media::Model> = db::fetch_all(
-            &self.0.0.db,
+            &self.0.db,
             &format!(
                 "SELECT * FROM media WHERE id IN ({})",
                 db::placeholders(1, keys.len())
@@ -199,7 +208,7 @@ impl Loader<(Option<i64>, i64)> for TrayCountsLoader {
         &self,
         keys: &[(Option<i64>, i64)],
     ) -> AppResult<HashMap<(Option<i64>, i64), TrayCounts>> {
-        let state = &self.0.0;
+        let state = &self.0;
         let now = state.clock.now();
         let mut out = HashMap::new();
         for (viewer, authors) in by_viewer(keys) {
@@ -222,7 +231,7 @@ impl Loader<(i64, i64)> for SeenLoader {
     async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), bool>> {
         let mut out = HashMap::new();
         for (viewer, ids) in by_viewer(keys) {
-            let seen: HashSet<i64> = status::seen_by(&self.0.0.db, viewer, &ids).await?;
+            let seen: HashSet<i64> = status::seen_by(&self.0.db, viewer, &ids).await?;
             out.extend(ids.into_iter().map(|id| ((viewer, id), seen.contains(&id))));
         }
         Ok(out)
@@ -237,7 +246,7 @@ impl Loader<i64> for ViewCountLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, i64>> {
-        status::view_counts(&self.0.0.db, keys).await
+        status::view_counts(&self.0.db, keys).await
     }
 }
 
@@ -251,7 +260,7 @@ impl Loader<(i64, i64)> for FriendshipLoader {
     async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), FriendshipState>> {
         let mut out = HashMap::new();
         for (viewer, others) in by_viewer(keys) {
-            let states = friend::states(&self.0.0.db, viewer, &others).await?;
+            let states = friend::states(&self.0.db, viewer, &others).await?;
             out.extend(states.into_iter().map(|(o, s)| ((viewer, o), s)));
         }
         Ok(out)
