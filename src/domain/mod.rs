@@ -4,6 +4,7 @@
 
 pub mod expiry;
 pub mod friend;
+pub mod media;
 pub mod page;
 pub mod status;
 pub mod user;

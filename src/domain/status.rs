@@ -34,7 +34,7 @@ use super::visibility::scope_sql;
 use crate::app::AppState;
 use crate::clock::Millis;
 use crate::db::{self, for_update, is_unique_violation, placeholders};
-use crate::entity::{media, status};
+use crate::entity::status;
 use crate::error::{AppError, AppResult};
 use crate::events::Event;
 
@@ -140,13 +140,10 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
 
 /// A media may be attached by its uploader only, and to one status only.
 async fn check_media(app: &AppState, author: i64, media_id: i64) -> AppResult<()> {
-    let found: Option<media::Model> = db::fetch_one(
-        &app.db,
-        "SELECT * FROM media WHERE id = $1",
-        vec![media_id.into()],
-    )
-    .await?;
-    let media = found.ok_or_else(|| AppError::not_found("media not found"))?;
+    let media = super::media::find_by_ids(&app.db, &[media_id])
+        .await?
+        .remove(&media_id)
+        .ok_or_else(|| AppError::not_found("media not found"))?;
     if media.owner_id != author {
         return Err(AppError::forbidden("this media belongs to someone else"));
     }

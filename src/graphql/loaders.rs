@@ -21,7 +21,6 @@ use sea_orm::DatabaseConnection;
 
 use crate::app::AppState;
 use crate::clock::Clock;
-use crate::db;
 use crate::domain::friend::{self, FriendshipState};
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
@@ -107,7 +106,7 @@ pub async fn prime_users(ctx: &Context<'_>, users: &[i64], path: &[&str]) -> App
 /// Primes what a page of statuses will ask for.
 pub async fn prime_statuses(
     ctx: &Context<'_>,
-    statuses: &[entity::status::Model],
+    statuses: &[&entity::status::Model],
 ) -> AppResult<()> {
     let l = loaders(ctx)?;
     let viewer = viewer(ctx).id();
@@ -184,16 +183,7 @@ impl Loader<i64> for MediaLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, media::Model>> {
-        let rows: Vec<media::Model> = db::fetch_all(
-            &self.0.db,
-            &format!(
-                "SELECT * FROM media WHERE id IN ({})",
-                db::placeholders(1, keys.len())
-            ),
-            keys.iter().map(|&k| k.into()).collect(),
-        )
-        .await?;
-        Ok(rows.into_iter().map(|m| (m.id, m)).collect())
+        crate::domain::media::find_by_ids(&self.0.db, keys).await
     }
 }
 

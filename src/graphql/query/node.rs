@@ -2,8 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::{status, user};
-use crate::entity::media;
+use crate::domain::{media, status, user};
 use crate::error::AppError;
 use crate::graphql::types::{Media, Node, Status, User, parse_id};
 use crate::graphql::{app, viewer};
@@ -36,22 +35,9 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
     let now = app.clock.now();
     let users = user::find_by_ids(&app.db, &numbers).await?;
     let statuses = status::find_live_by_ids(&app.db, &numbers, now).await?;
-    // Media that is not attached yet is visible to its uploader only.
-    let media: Vec<media::Model> = match viewer(ctx).id() {
-        Some(v) if !numbers.is_empty() => {
-            let mut values = vec![v.into()];
-            values.extend(numbers.iter().map(|&n| n.into()));
-            crate::db::fetch_all(
-                &app.db,
-                &format!(
-                    "SELECT * FROM media WHERE owner_id = $1 AND id IN ({})",
-                    crate::db::placeholders(2, numbers.len())
-                ),
-                values,
-            )
-            .await?
-        }
-        _ => Vec::new(),
+    let media = match viewer(ctx).id() {
+        Some(v) => media::find_owned_by_ids(&app.db, v, &numbers).await?,
+        None => Default::default(),
     };
     Ok(ids
         .iter()
@@ -63,10 +49,7 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
             if let Some(s) = statuses.get(&n) {
                 return Some(Node::Status(Status::new(s.clone())));
             }
-            media
-                .iter()
-                .find(|m| m.id == n)
-                .map(|m| Node::Media(Media(m.clone())))
+            media.get(&n).map(|m| Node::Media(Media(m.clone())))
         })
         .collect())
 }

@@ -22,7 +22,7 @@ pub(crate) async fn statuses_of(
         .cursors
         .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
     let page = status::page_by_author(&app.db, author, app.clock.now(), &q).await?;
-    let rows: Vec<_> = page.items.iter().map(|i| i.1.clone()).collect();
+    let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
     prime_statuses(ctx, &rows).await?;
     Ok(connection(
         &app.cursors,
