@@ -112,7 +112,7 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
-    /// Largest request body in bytes (JSON requests).
+    /// Largest request body in bytes (JSON requests), and largest websocket message.
     #[arg(long, env = "EPHEMERA_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
 

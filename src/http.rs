@@ -217,8 +217,12 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         Err(rejection) => return rejection.into_response(),
     };
     let HttpState { app, schema } = state;
+    // A websocket message is held to the same cap as a request body.
+    let max = app.config.max_body_bytes;
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .max_message_size(max)
+        .max_frame_size(max)
         .on_upgrade(move |socket| {
             GraphQLWebSocket::new(socket, schema, protocol)
                 .on_connection_init(move |payload| async move {

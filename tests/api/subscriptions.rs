@@ -10,7 +10,7 @@ both_backends!(
     delivered_over_graphql_transport_ws,
     delivered_over_legacy_graphql_ws,
     friends_scope_filters,
-    bad_tokens_are_refused_at_init,
+    bad_tokens_and_oversized_messages_are_refused,
 );
 
 const SUB: &str =
@@ -98,7 +98,30 @@ async fn friends_scope_filters(app: &TestApp) {
     );
 }
 
-async fn bad_tokens_are_refused_at_init(app: &TestApp) {
+async fn bad_tokens_and_oversized_messages_are_refused(app: &TestApp) {
+    // An oversized message closes the connection instead of being buffered.
+    let (mut client, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    let query = format!(
+        "subscription {{ statusCreated {{ id }} }} #{}",
+        "x".repeat(2 << 20)
+    );
+    let sent = client
+        .try_send(json!({ "id": "big", "type": "subscribe", "payload": { "query": query } }))
+        .await;
+    // Whether or not the send got through, the connection is gone: a status
+    // posted now reaches no subscription on it.
+    let _ = sent;
+    client
+        .try_send(json!({ "id": "small", "type": "subscribe", "payload": { "query": SUB } }))
+        .await;
+    let poster = app.sign_up("bigsender").await;
+    app.post_status(&poster, "after the big one").await;
+    let answer = client.next_message().await;
+    assert!(
+        answer.as_ref().is_none_or(|m| m["type"] != "next"),
+        "{answer:?}"
+    );
+
     for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
         let (_client, answer) = WsClient::connect(
             &app.ws_url,

@@ -58,6 +58,14 @@ impl WsClient {
         (client, first)
     }
 
+    /// Sends a message; false when the server has closed the connection.
+    pub async fn try_send(&mut self, message: Value) -> bool {
+        self.socket
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .is_ok()
+    }
+
     pub async fn send(&mut self, message: Value) {
         self.socket
             .send(Message::Text(message.to_string().into()))
