@@ -9,7 +9,7 @@ mod user;
 
 pub use media::Media;
 pub use status::{CreateStatusInput, Status, StoryTrayEntry};
-pub use user::{AuthPayload, SignInInput, SignUpInput, User};
+pub use user::{AuthPayload, SignInInput, SignUpInput, User, load_user};
 
 use async_graphql::connection::{Connection, Edge};
 use async_graphql::{

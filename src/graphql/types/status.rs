@@ -5,11 +5,10 @@ use std::sync::Arc;
 use async_graphql::connection::Connection;
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, Result, SimpleObject};
 
-use super::{DateTime, Media, User, forward_query, id, list_cost, user_connection};
+use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user_connection};
 use crate::domain::page::CursorKind;
 use crate::domain::status as status_domain;
 use crate::entity::status;
-use crate::error::AppError;
 use crate::graphql::{app, loaders, viewer};
 
 /// A story: a post with optional media, a caption and a background colour that lives 24 hours.
@@ -35,10 +34,7 @@ impl Status {
 
     /// Who posted it.
     async fn author(&self, ctx: &Context<'_>) -> Result<User> {
-        let profile = loaders(ctx)?.users.load_one(self.0.author_id).await?;
-        Ok(User(
-            profile.ok_or_else(|| AppError::not_found("author not found"))?,
-        ))
+        load_user(ctx, self.0.author_id).await
     }
 
     /// The attached image, if any.
@@ -127,10 +123,7 @@ pub struct StoryTrayEntry {
 impl StoryTrayEntry {
     /// The author whose statuses this entry stands for.
     async fn author(&self, ctx: &Context<'_>) -> Result<User> {
-        let profile = loaders(ctx)?.users.load_one(self.author_id).await?;
-        Ok(User(
-            profile.ok_or_else(|| AppError::not_found("author not found"))?,
-        ))
+        load_user(ctx, self.author_id).await
     }
 
     /// How many live statuses the author has.

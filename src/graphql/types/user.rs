@@ -7,7 +7,16 @@ use super::{DateTime, FriendshipState, Status, forward_query, id, list_cost, use
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
 use crate::domain::page::{CursorKind, Page, PageArgs};
 use crate::domain::user::Profile;
+use crate::error::AppError;
 use crate::graphql::{app, loaders, viewer};
+
+/// A user by id through the request's loader; `NOT_FOUND` if gone.
+pub async fn load_user(ctx: &Context<'_>, id: i64) -> Result<User> {
+    let profile = loaders(ctx)?.users.load_one(id).await?;
+    Ok(User(
+        profile.ok_or_else(|| AppError::not_found("user not found"))?,
+    ))
+}
 
 /// A person on ephemera.
 #[derive(Clone, Debug)]
