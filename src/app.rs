@@ -1,5 +1,5 @@
-//! The application: [`AppState`] (database, clock, ids, events, keys,
-//! settings) and [`App`], which connects, migrates, builds the schema and the
+//! The application: [`AppState`] (database, media store, clock, ids, events,
+//! keys, settings) and [`App`], which connects, migrates, builds the schema and the
 //! router, starts the jobs, binds, and serves until told to stop.
 
 use std::net::SocketAddr;
@@ -19,6 +19,7 @@ use crate::domain::page::Cursors;
 use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
 use crate::ids::IdGenerator;
+use crate::storage::MediaStore;
 use crate::{graphql, http, jobs};
 
 /// What every request, job and resolver shares. Cheap to clone.
@@ -32,6 +33,7 @@ pub struct AppState {
     pub tokens: Arc<TokenKeys>,
     pub cursors: Arc<Cursors>,
     pub db_stats: Arc<DbStats>,
+    pub media: MediaStore,
 }
 
 impl AppState {
@@ -51,7 +53,14 @@ impl AppState {
         )
         .await?;
         migrate(&db).await?;
+        if config.media_unattached_ttl <= config.upload_ticket_ttl {
+            return Err(AppError::bad_input(
+                "EPHEMERA_MEDIA_UNATTACHED_TTL must be longer than EPHEMERA_UPLOAD_TICKET_TTL",
+            ));
+        }
+        let media = MediaStore::open(&config, secret.as_bytes()).await?;
         Ok(Self {
+            media,
             db,
             tokens: Arc::new(TokenKeys::new(
                 secret.as_bytes(),

@@ -54,6 +54,17 @@ pub enum JobsCommand {
 pub enum JobName {
     /// Delete expired statuses, their seen rows and tray entries.
     StatusPurge,
+    /// Delete queued blobs from the media store and sweep uploads never attached.
+    MediaGc,
+}
+
+/// Where media bytes are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MediaStoreKind {
+    /// Files under the data dir, served by this server at `/media/...` with signed URLs.
+    Local,
+    /// An S3-compatible bucket; clients fetch through presigned URLs.
+    S3,
 }
 
 /// All settings.
@@ -98,6 +109,86 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_STATUS_PURGE_BATCH", default_value_t = 500,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub status_purge_batch: u32,
+
+    /// Where media bytes are kept: `local` (files in the data dir) or `s3`.
+    #[arg(
+        long,
+        env = "EPHEMERA_MEDIA_STORE",
+        value_enum,
+        default_value = "local"
+    )]
+    pub media_store: MediaStoreKind,
+
+    /// Directory of the local media store. Default: `media` in the data dir.
+    #[arg(long, env = "EPHEMERA_MEDIA_DIR")]
+    pub media_dir: Option<PathBuf>,
+
+    /// Base URL clients reach this server at (e.g. `https://api.example.com`), put in
+    /// front of local media URLs. Unset: URLs are paths (`/media/...`).
+    #[arg(long, env = "EPHEMERA_PUBLIC_URL")]
+    pub public_url: Option<String>,
+
+    /// Largest media file in bytes (uploads and direct uploads).
+    #[arg(long, env = "EPHEMERA_MAX_UPLOAD_BYTES", default_value_t = 15 * 1024 * 1024,
+          value_parser = clap::value_parser!(u64).range(1..=5 * 1024 * 1024 * 1024))]
+    pub max_upload_bytes: u64,
+
+    /// How long a media URL stays valid (at least this, at most twice this, so that
+    /// URLs stay the same for a while and clients can cache them).
+    #[arg(long, env = "EPHEMERA_MEDIA_URL_TTL", default_value = "1h", value_parser = parse_duration)]
+    pub media_url_ttl: Duration,
+
+    /// How long a direct-upload ticket (`requestMediaUpload`) accepts the bytes.
+    #[arg(long, env = "EPHEMERA_UPLOAD_TICKET_TTL", default_value = "15m", value_parser = parse_duration)]
+    pub upload_ticket_ttl: Duration,
+
+    /// Uploads not attached to a status or moment within this time are deleted.
+    #[arg(long, env = "EPHEMERA_MEDIA_UNATTACHED_TTL", default_value = "24h", value_parser = parse_duration)]
+    pub media_unattached_ttl: Duration,
+
+    /// When the media job runs (blob deletions, sweep of unattached uploads): 6-field cron.
+    #[arg(long, env = "EPHEMERA_MEDIA_GC_CRON", default_value = "30 * * * * *")]
+    pub media_gc_cron: String,
+
+    /// Blobs the media job claims per round.
+    #[arg(long, env = "EPHEMERA_MEDIA_GC_BATCH", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub media_gc_batch: u32,
+
+    /// Wait before retrying a failed blob deletion; doubles per failure up to
+    /// `EPHEMERA_MEDIA_RETRY_MAX`.
+    #[arg(long, env = "EPHEMERA_MEDIA_RETRY_BASE", default_value = "30s", value_parser = parse_duration)]
+    pub media_retry_base: Duration,
+
+    /// Longest wait between retries of a blob deletion.
+    #[arg(long, env = "EPHEMERA_MEDIA_RETRY_MAX", default_value = "6h", value_parser = parse_duration)]
+    pub media_retry_max: Duration,
+
+    /// S3 bucket (with `EPHEMERA_MEDIA_STORE=s3`).
+    #[arg(long, env = "EPHEMERA_S3_BUCKET")]
+    pub s3_bucket: Option<String>,
+
+    /// S3 endpoint URL for S3-compatible servers (MinIO, R2, ...). Unset: AWS.
+    #[arg(long, env = "EPHEMERA_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+
+    /// S3 region. Unset: the standard AWS environment, else `us-east-1`.
+    #[arg(long, env = "EPHEMERA_S3_REGION")]
+    pub s3_region: Option<String>,
+
+    /// Path-style bucket addressing (`endpoint/bucket/key`), which most
+    /// S3-compatible servers need.
+    #[arg(long, env = "EPHEMERA_S3_PATH_STYLE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub s3_path_style: bool,
+
+    /// S3 access key id. Unset: the standard AWS credential chain
+    /// (`AWS_ACCESS_KEY_ID`, profiles, web identity, instance roles).
+    #[arg(long, env = "EPHEMERA_S3_ACCESS_KEY_ID")]
+    pub s3_access_key_id: Option<String>,
+
+    /// S3 secret access key, with `EPHEMERA_S3_ACCESS_KEY_ID`.
+    #[arg(long, env = "EPHEMERA_S3_SECRET_ACCESS_KEY", hide_env_values = true)]
+    pub s3_secret_access_key: Option<String>,
 
     /// Run the scheduled jobs in this instance. Safe on several instances at once.
     #[arg(long, env = "EPHEMERA_JOBS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -167,6 +258,13 @@ impl Config {
                 self.data_dir.join("ephemera.db").display()
             ),
         }
+    }
+
+    /// The directory of the local media store.
+    pub fn effective_media_dir(&self) -> PathBuf {
+        self.media_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("media"))
     }
 
     /// Whether the configured database is PostgreSQL.

@@ -78,6 +78,15 @@ pub fn for_update(backend: DbBackend) -> &'static str {
     }
 }
 
+/// `FOR UPDATE SKIP LOCKED` on PostgreSQL, so that jobs on several instances
+/// claim different rows; nothing on SQLite.
+pub fn skip_locked(backend: DbBackend) -> &'static str {
+    match backend {
+        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
+        _ => "",
+    }
+}
+
 /// Runs a query and maps every row.
 pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
     db: &C,

@@ -76,6 +76,10 @@ impl AppError {
         Self::new(Code::PayloadTooLarge, message)
     }
 
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(Code::UnsupportedMediaType, message)
+    }
+
     /// An internal failure: the cause is logged here, the client sees only
     /// [`INTERNAL_MESSAGE`].
     pub fn internal(context: &str, cause: impl fmt::Debug) -> Self {

@@ -1,21 +1,26 @@
-//! The HTTP surface: `/graphql` (POST, GET for queries only, and the
-//! websocket upgrade on the same URL, both `graphql-transport-ws` and the
-//! legacy `graphql-ws`), GraphiQL at `/` with its assets embedded in the
+//! The HTTP surface: `/graphql` (POST with JSON or a multipart upload, GET
+//! for queries only, and the websocket upgrade on the same URL, both
+//! `graphql-transport-ws` and the legacy `graphql-ws`), `/media/<key>` for
+//! the local media store, GraphiQL at `/` with its assets embedded in the
 //! binary, `/healthz` and `/metrics`.
 //!
 //! Our own handlers stand in front of async-graphql so that a bad token is
-//! refused before anything runs, request bodies are capped, batches are
-//! bounded, malformed JSON is a 400 with a GraphQL error (never a 5xx), and
-//! mutations over GET are refused.
+//! refused before anything runs, request bodies are capped (uploads while
+//! they stream in), batches are bounded, malformed JSON is a 400 with a
+//! GraphQL error (never a 5xx), mutations over GET are refused, and a
+//! multipart request without Apollo's preflight header (which a cross-site
+//! form cannot send) is refused before its body is read.
+
+mod media;
+mod multipart;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::{BatchRequest, BatchResponse, Data};
 use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -43,6 +48,7 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         .route("/graphiql/{file}", get(graphiql_asset))
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/graphql", get(graphql_get).post(graphql_post))
+        .route("/media/{dir}/{name}", get(media::serve).put(media::receive))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .with_state(HttpState { app, schema })
@@ -57,8 +63,13 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         router = router.layer(
             CorsLayer::new()
                 .allow_origin(AllowOrigin::list(origins))
-                .allow_methods([Method::GET, Method::POST])
-                .allow_headers([header::AUTHORIZATION, header::CONTENT_TYPE]),
+                .allow_methods([Method::GET, Method::POST, Method::PUT])
+                .allow_headers([
+                    header::AUTHORIZATION,
+                    header::CONTENT_TYPE,
+                    HeaderName::from_static(PREFLIGHT_HEADERS[0]),
+                    HeaderName::from_static(PREFLIGHT_HEADERS[1]),
+                ]),
         );
     }
     router
@@ -89,44 +100,82 @@ fn with_context(
     request.data(viewer).data(Loaders::per_request(&state.app))
 }
 
-async fn graphql_post(
-    State(state): State<HttpState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            let limit = state.app.config.max_body_bytes;
-            return error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &AppError::payload_too_large(format!("request body is larger than {limit} bytes")),
-            );
-        }
-        Err(rejection) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &AppError::bad_input(format!("could not read the request body: {rejection}")),
-            );
-        }
-    };
+/// Headers of which a multipart request must carry one, non-empty (Apollo's
+/// CSRF convention): a browser sends them only after a CORS preflight.
+const PREFLIGHT_HEADERS: [&str; 2] = ["apollo-require-preflight", "x-apollo-operation-name"];
+
+async fn graphql_post(State(state): State<HttpState>, request: Request) -> Response {
+    let headers = request.headers().clone();
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    if !content_type.starts_with("application/json") {
+        .unwrap_or("")
+        .to_owned();
+    let is_multipart = content_type.starts_with("multipart/form-data");
+    if !content_type.starts_with("application/json") && !is_multipart {
         return error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            &AppError::bad_input("Content-Type must be application/json"),
+            &AppError::bad_input(
+                "Content-Type must be application/json, or multipart/form-data for uploads",
+            ),
         );
+    }
+    if is_multipart {
+        let preflighted = PREFLIGHT_HEADERS.iter().any(|name| {
+            headers
+                .get(*name)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| !v.trim().is_empty())
+        });
+        if !preflighted {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &AppError::bad_input(
+                    "a multipart request must carry a non-empty Apollo-Require-Preflight or \
+                     X-Apollo-Operation-Name header (CSRF protection)",
+                ),
+            );
+        }
     }
     let viewer = match viewer(&state, &headers) {
         Ok(v) => v,
         Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
-    let batch = match parse_batch(&body) {
-        Ok(b) => b,
-        Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+    let batch = if is_multipart {
+        if viewer == Viewer::Anonymous {
+            return error_response(StatusCode::UNAUTHORIZED, &AppError::sign_in_required());
+        }
+        let limits = multipart::Limits {
+            max_file: state.app.config.max_upload_bytes,
+            max_part: state.app.config.max_body_bytes as u64,
+        };
+        match multipart::parse(request.into_body(), &content_type, limits, parse_batch).await {
+            Ok(b) => b,
+            Err((status, e)) => return error_response(status, &e),
+        }
+    } else {
+        let body = match Bytes::from_request(request, &()).await {
+            Ok(b) => b,
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                let limit = state.app.config.max_body_bytes;
+                return error_response(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &AppError::payload_too_large(format!(
+                        "request body is larger than {limit} bytes"
+                    )),
+                );
+            }
+            Err(rejection) => {
+                return error_response(
+                    StatusCode::BAD_REQUEST,
+                    &AppError::bad_input(format!("could not read the request body: {rejection}")),
+                );
+            }
+        };
+        match parse_batch(&body) {
+            Ok(b) => b,
+            Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
+        }
     };
     let max = state.app.config.max_batch;
     let batch = match batch {
@@ -140,9 +189,11 @@ async fn graphql_post(
                 )),
             );
         }
-        BatchRequest::Batch(rs) => {
-            BatchRequest::Batch(rs.into_iter().map(|r| r.data(viewer)).collect())
-        }
+        BatchRequest::Batch(rs) => BatchRequest::Batch(
+            rs.into_iter()
+                .map(|r| with_context(&state, r, viewer))
+                .collect(),
+        ),
     };
     let response: BatchResponse = state.schema.execute_batch(batch).await;
     Json(response).into_response()

@@ -14,3 +14,5 @@ pub mod graphql;
 pub mod http;
 pub mod ids;
 pub mod jobs;
+pub mod signing;
+pub mod storage;

@@ -6,6 +6,7 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_foundation;
+mod m20261129_000002_media_lifecycle;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -13,7 +14,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261129_000001_foundation::Migration)]
+        vec![
+            Box::new(m20261129_000001_foundation::Migration),
+            Box::new(m20261129_000002_media_lifecycle::Migration),
+        ]
     }
 }
 

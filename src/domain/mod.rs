@@ -4,6 +4,7 @@
 
 pub mod expiry;
 pub mod friend;
+pub mod image;
 pub mod media;
 pub mod page;
 pub mod status;

@@ -4,11 +4,10 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use hmac::{Hmac, Mac};
 use sea_orm::Value;
-use sha2::Sha256;
 
 use crate::error::{AppError, AppResult};
+use crate::signing::Signer;
 
 /// A position in a list sorted by `(ts, id)` descending.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,32 +67,16 @@ const MAC_LEN: usize = 8;
 const RAW_LEN: usize = 1 + 8 + 8;
 
 /// Signs and checks cursors, so a cursor the server did not issue is refused.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Cursors {
-    key: Vec<u8>,
-}
-
-impl std::fmt::Debug for Cursors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Cursors(..)")
-    }
+    signer: Signer,
 }
 
 impl Cursors {
     pub fn new(secret: &[u8]) -> Self {
-        let mut key = b"ephemera cursor v1:".to_vec();
-        key.extend_from_slice(secret);
-        Self { key }
-    }
-
-    fn mac(&self, raw: &[u8]) -> Hmac<Sha256> {
-        // HMAC accepts keys of any length.
-        let mut mac = match Hmac::<Sha256>::new_from_slice(&self.key) {
-            Ok(m) => m,
-            Err(_) => unreachable!("HMAC takes a key of any length"),
-        };
-        mac.update(raw);
-        mac
+        Self {
+            signer: Signer::new("cursor v1", secret),
+        }
     }
 
     pub fn encode(&self, kind: CursorKind, key: Key) -> String {
@@ -101,8 +84,8 @@ impl Cursors {
         raw.push(kind as u8);
         raw.extend_from_slice(&key.ts.to_be_bytes());
         raw.extend_from_slice(&key.id.to_be_bytes());
-        let tag = self.mac(&raw).finalize().into_bytes();
-        raw.extend_from_slice(&tag[..MAC_LEN]);
+        let tag = self.signer.tag(&raw, MAC_LEN);
+        raw.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(raw)
     }
 
@@ -113,9 +96,9 @@ impl Cursors {
             return Err(invalid());
         }
         let (body, tag) = raw.split_at(RAW_LEN);
-        self.mac(body)
-            .verify_truncated_left(tag)
-            .map_err(|_| invalid())?;
+        if !self.signer.verify(body, tag) {
+            return Err(invalid());
+        }
         let mut ts = [0u8; 8];
         let mut id = [0u8; 8];
         ts.copy_from_slice(&body[1..9]);

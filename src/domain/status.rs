@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, FromQueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
 
 use super::Scope;
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
@@ -83,7 +83,7 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
         return Err(AppError::bad_input("a status needs a mediaId or a caption"));
     }
     if let Some(media_id) = input.media_id {
-        check_media(app, author, media_id).await?;
+        super::media::prepare(app, author, media_id).await?;
     }
     let now = app.clock.now();
     let row = status::Model {
@@ -108,6 +108,9 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
         vec![author.into(), row.created_at.into(), row.expires_at.into()],
     )
     .await?;
+    if let Some(media_id) = row.media_id {
+        super::media::attach(&txn, author, media_id, now).await?;
+    }
     let inserted = txn
         .execute_raw(db::stmt(
             txn.get_database_backend(),
@@ -138,31 +141,6 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
     Ok(row)
 }
 
-/// A media may be attached by its uploader only, and to one status only.
-async fn check_media(app: &AppState, author: i64, media_id: i64) -> AppResult<()> {
-    let media = super::media::find_by_ids(&app.db, &[media_id])
-        .await?
-        .remove(&media_id)
-        .ok_or_else(|| AppError::not_found("media not found"))?;
-    if media.owner_id != author {
-        return Err(AppError::forbidden("this media belongs to someone else"));
-    }
-    if media_is_attached(app, media_id).await? {
-        return Err(AppError::bad_input("this media is already attached"));
-    }
-    Ok(())
-}
-
-async fn media_is_attached(app: &AppState, media_id: i64) -> AppResult<bool> {
-    let row: Option<AuthorRow> = db::fetch_one(
-        &app.db,
-        "SELECT author_id FROM statuses WHERE media_id = $1",
-        vec![media_id.into()],
-    )
-    .await?;
-    Ok(row.is_some())
-}
-
 #[derive(Debug, FromQueryResult)]
 struct AuthorRow {
     author_id: i64,
@@ -174,16 +152,16 @@ struct AuthorRow {
 pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
     let now = app.clock.now();
     let txn = app.db.begin().await?;
-    let deleted = db::execute(
+    let deleted: Vec<MediaRow> = db::fetch_all(
         &txn,
         &format!(
-            "DELETE FROM statuses WHERE id = $1 AND author_id = $2 AND {}",
+            "DELETE FROM statuses WHERE id = $1 AND author_id = $2 AND {} RETURNING media_id",
             live_status_sql("statuses", 3)
         ),
         vec![id.into(), viewer.into(), now.into()],
     )
     .await?;
-    if deleted == 0 {
+    if deleted.is_empty() {
         let owner: Option<AuthorRow> = db::fetch_one(
             &txn,
             &format!(
@@ -200,9 +178,16 @@ pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
             _ => AppError::not_found("status not found"),
         });
     }
+    let media: Vec<i64> = deleted.iter().filter_map(|r| r.media_id).collect();
+    super::media::delete_by_ids(&txn, &media, now).await?;
     refresh_tray(&txn, viewer).await?;
     txn.commit().await?;
     Ok(id)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct MediaRow {
+    media_id: Option<i64>,
 }
 
 /// Recomputes an author's tray summary from their remaining statuses (or
@@ -487,6 +472,7 @@ pub struct PurgeReport {
 #[derive(Debug, FromQueryResult)]
 struct PurgedRow {
     author_id: i64,
+    media_id: Option<i64>,
 }
 
 /// Deletes the statuses expired at `now` (their seen rows go by cascade), in
@@ -511,16 +497,13 @@ pub async fn purge_expired(
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {
     let txn = db.begin().await?;
-    let skip_locked = match txn.get_database_backend() {
-        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
-        _ => "",
-    };
+    let skip_locked = db::skip_locked(txn.get_database_backend());
     let rows: Vec<PurgedRow> = db::fetch_all(
         &txn,
         &format!(
             "DELETE FROM statuses WHERE id IN ( \
                SELECT p.id FROM statuses p WHERE {} ORDER BY p.expires_at LIMIT $2{skip_locked} \
-             ) RETURNING author_id",
+             ) RETURNING author_id, media_id",
             expired_status_sql("p", 1)
         ),
         vec![now.into(), i64::from(batch).into()],
@@ -529,6 +512,9 @@ async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppRes
     if rows.is_empty() {
         return Ok(0);
     }
+    // Their media rows go too, their blobs into the outbox.
+    let media: Vec<i64> = rows.iter().filter_map(|r| r.media_id).collect();
+    super::media::delete_by_ids(&txn, &media, now).await?;
     let mut authors: Vec<i64> = rows.iter().map(|r| r.author_id).collect();
     authors.sort_unstable();
     authors.dedup();

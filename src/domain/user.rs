@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use sea_orm::TransactionTrait;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, FromQueryResult, Set};
 
 use super::page::{Key, Page, PageQuery};
@@ -151,6 +152,42 @@ pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppRes
         }),
         _ => Err(AppError::unauthenticated("wrong username or password")),
     }
+}
+
+/// Deletes `id`'s account and everything it owns, after checking its
+/// password (`FORBIDDEN` if wrong, and nothing is deleted). In one
+/// transaction: every blob the user uploaded is queued for deletion, then the
+/// user row goes and its statuses, media, tray entry, seen rows and
+/// friendships go with it by cascade. Tokens of the account stop working.
+pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppResult<()> {
+    let found: Option<user::Model> = db::fetch_one(
+        &app.db,
+        "SELECT * FROM users WHERE id = $1",
+        vec![id.into()],
+    )
+    .await?;
+    let Some(found) = found else {
+        return Err(gone());
+    };
+    let ok = password.chars().count() <= MAX_PASSWORD
+        && auth::verify_password(password, Some(found.password_hash)).await?;
+    if !ok {
+        return Err(AppError::forbidden("wrong password"));
+    }
+    let now = app.clock.now();
+    let txn = app.db.begin().await?;
+    super::media::queue_owner_blobs(&txn, id, now).await?;
+    let deleted = db::execute(&txn, "DELETE FROM users WHERE id = $1", vec![id.into()]).await?;
+    if deleted == 0 {
+        return Err(gone());
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// The error for a valid token whose account was deleted.
+pub fn gone() -> AppError {
+    AppError::unauthenticated("this account no longer exists")
 }
 
 fn profile(u: user::Model) -> Profile {

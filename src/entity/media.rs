@@ -14,6 +14,10 @@ pub struct Model {
     pub width: Option<i32>,
     pub height: Option<i32>,
     pub created_at: i64,
+    /// When the bytes were judged and measured; `None` while a direct upload waits.
+    pub ready_at: Option<i64>,
+    /// When a status or moment took the media; `None` while it is free.
+    pub attached_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

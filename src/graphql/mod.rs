@@ -63,6 +63,16 @@ pub(crate) fn viewer(ctx: &Context<'_>) -> Viewer {
         .unwrap_or(Viewer::Anonymous)
 }
 
+/// The signed-in viewer's id, for mutations: `UNAUTHENTICATED` without a
+/// token, and for a token whose account has been deleted.
+pub(crate) async fn member(ctx: &Context<'_>) -> Result<i64, AppError> {
+    let id = viewer(ctx).require()?;
+    match loaders(ctx)?.users.load_one(id).await? {
+        Some(_) => Ok(id),
+        None => Err(crate::domain::user::gone()),
+    }
+}
+
 /// The SDL of the schema, built without a database (for `ephemera schema`
 /// and the test that keeps `schema.graphql` in sync).
 pub fn schema_sdl() -> String {

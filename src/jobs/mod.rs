@@ -5,6 +5,7 @@
 //! not started twice in one instance; across instances the jobs' own locking
 //! (`SKIP LOCKED`) keeps them apart.
 
+pub mod media_gc;
 pub mod status_purge;
 
 use std::future::Future;
@@ -28,6 +29,13 @@ pub async fn run_by_name(state: &AppState, name: JobName) -> AppResult<String> {
                 report.deleted, report.batches
             ))
         }
+        JobName::MediaGc => {
+            let r = media_gc::run_once(state, now).await?;
+            Ok(format!(
+                "media-gc: swept {} unattached uploads, deleted {} blobs, {} deletions failed (queued for retry)",
+                r.swept, r.deleted, r.failed
+            ))
+        }
     }
 }
 
@@ -43,13 +51,33 @@ impl Scheduler {
             .await
             .map_err(|e| AppError::internal("creating the job scheduler", e))?;
         let cron = state.config.status_purge_cron.clone();
-        add(&inner, "status-purge", &cron, state, |s| async move {
-            let report = status_purge::run_once(&s, s.clock.now()).await?;
-            if report.deleted > 0 {
+        add(
+            &inner,
+            "status-purge",
+            &cron,
+            state.clone(),
+            |s| async move {
+                let report = status_purge::run_once(&s, s.clock.now()).await?;
+                if report.deleted > 0 {
+                    tracing::info!(
+                        deleted = report.deleted,
+                        batches = report.batches,
+                        "status purge"
+                    );
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        let cron = state.config.media_gc_cron.clone();
+        add(&inner, "media-gc", &cron, state, |s| async move {
+            let r = media_gc::run_once(&s, s.clock.now()).await?;
+            if r != media_gc::MediaGcReport::default() {
                 tracing::info!(
-                    deleted = report.deleted,
-                    batches = report.batches,
-                    "status purge"
+                    swept = r.swept,
+                    deleted = r.deleted,
+                    failed = r.failed,
+                    "media gc"
                 );
             }
             Ok(())

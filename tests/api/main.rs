@@ -10,6 +10,8 @@ mod auth;
 mod friends;
 mod http;
 mod limits;
+mod media;
+mod media_outage;
 mod migrations;
 mod purge;
 mod schema;

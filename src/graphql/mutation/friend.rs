@@ -4,7 +4,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::friend;
 use crate::graphql::types::{FriendshipState, require_id};
-use crate::graphql::{app, viewer};
+use crate::graphql::{app, member};
 
 #[derive(Default)]
 pub struct FriendMutation;
@@ -13,7 +13,7 @@ pub struct FriendMutation;
 impl FriendMutation {
     /// Asking yourself is BAD_USER_INPUT; an unknown user is NOT_FOUND (so for the other friend mutations).
     async fn send_friend_request(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
         Ok(friend::send_request(app(ctx)?, v, other).await?.into())
     }
@@ -24,14 +24,14 @@ impl FriendMutation {
         ctx: &Context<'_>,
         user_id: ID,
     ) -> Result<FriendshipState> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
         Ok(friend::accept_request(app(ctx)?, v, other).await?.into())
     }
 
     /// Removes a friend, declines an incoming request or cancels an outgoing one.
     async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
         Ok(friend::remove(app(ctx)?, v, other).await?.into())
     }

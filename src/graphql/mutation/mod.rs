@@ -1,6 +1,7 @@
 //! The mutation root, merged from one object per area.
 
 mod friend;
+mod media;
 mod status;
 mod user;
 
@@ -12,5 +13,6 @@ use async_graphql::MergedObject;
 pub struct MutationRoot(
     user::UserMutation,
     friend::FriendMutation,
+    media::MediaMutation,
     status::StatusMutation,
 );

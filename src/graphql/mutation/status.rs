@@ -4,7 +4,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::status;
 use crate::graphql::types::{CreateStatusInput, Status, id, require_id};
-use crate::graphql::{app, viewer};
+use crate::graphql::{app, member};
 
 #[derive(Default)]
 pub struct StatusMutation;
@@ -13,7 +13,7 @@ pub struct StatusMutation;
 impl StatusMutation {
     /// Posts a status that lives 24 hours (the server's configured TTL). At least one of mediaId and caption.
     async fn create_status(&self, ctx: &Context<'_>, input: CreateStatusInput) -> Result<Status> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let media_id = input
             .media_id
             .as_ref()
@@ -34,14 +34,14 @@ impl StatusMutation {
 
     /// Only the author may delete; returns the deleted id. Its media is deleted too.
     async fn delete_status(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let n = require_id(&id, "status")?;
         Ok(self::id(status::delete(app(ctx)?, v, n).await?))
     }
 
     /// Records that the viewer saw a live status; idempotent.
     async fn mark_status_seen(&self, ctx: &Context<'_>, id: ID) -> Result<Status> {
-        let v = viewer(ctx).require()?;
+        let v = member(ctx).await?;
         let n = require_id(&id, "status")?;
         Ok(Status::new(status::mark_seen(app(ctx)?, v, n).await?))
     }

@@ -1,10 +1,10 @@
-//! Accounts: sign-up and sign-in.
+//! Accounts: sign-up, sign-in and deletion.
 
 use async_graphql::{Context, Object, Result};
 
 use crate::domain::user;
-use crate::graphql::app;
 use crate::graphql::types::{AuthPayload, SignInInput, SignUpInput, User};
+use crate::graphql::{app, member};
 
 #[derive(Default)]
 pub struct UserMutation;
@@ -35,5 +35,12 @@ impl UserMutation {
             token: session.token,
             user: User(session.user),
         })
+    }
+
+    /// Deletes the viewer's account and everything it owns, media included.
+    async fn delete_account(&self, ctx: &Context<'_>, password: String) -> Result<bool> {
+        let me = member(ctx).await?;
+        user::delete_account(app(ctx)?, me, password).await?;
+        Ok(true)
     }
 }

@@ -7,7 +7,7 @@ mod media;
 mod status;
 mod user;
 
-pub use media::Media;
+pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
 pub use status::{CreateStatusInput, Status, StoryTrayEntry};
 pub use user::{AuthPayload, SignInInput, SignUpInput, User, load_user};
 

@@ -1,16 +1,19 @@
 //! The test harness: the real server on 127.0.0.1:0 against SQLite (a temp
-//! file) or PostgreSQL (a fresh database per test, dropped afterwards), with
-//! a manual clock, a GraphQL-over-HTTP client and a websocket client.
+//! file) or PostgreSQL (a fresh database per test, dropped afterwards), its
+//! media on local disk or in a real S3-compatible server on 127.0.0.1, with a
+//! manual clock, a GraphQL-over-HTTP client (multipart uploads included) and
+//! a websocket client.
 
 #![allow(dead_code)]
 
+pub mod s3;
 pub mod ws;
 
 use std::time::Duration;
 
 use ephemera::app::{App, AppState};
 use ephemera::clock::Clock;
-use ephemera::config::Config;
+use ephemera::config::{Config, MediaStoreKind};
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
@@ -46,6 +49,50 @@ macro_rules! both_backends {
     )* };
 }
 
+/// Where media is stored in a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Store {
+    Local,
+    S3,
+}
+
+/// Expands test functions `async fn name(app: &TestApp)` into one test per
+/// backend and media store: `name::{sqlite,postgres}_{local,s3}`.
+#[macro_export]
+macro_rules! all_stores {
+    ($($name:ident),* $(,)?) => { $(
+        mod $name {
+            use $crate::support::{Backend, Store, TestApp};
+
+            async fn run(backend: Backend, store: Store) {
+                let app = TestApp::spawn_full(backend, store, |_| {}).await;
+                super::$name(&app).await;
+                app.finish().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_local() {
+                run(Backend::Sqlite, Store::Local).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite_s3() {
+                run(Backend::Sqlite, Store::S3).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_local() {
+                run(Backend::Postgres, Store::Local).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres_s3() {
+                run(Backend::Postgres, Store::S3).await;
+            }
+        }
+    )* };
+}
+
 /// A signed-up user.
 #[derive(Clone, Debug)]
 pub struct TestUser {
@@ -69,6 +116,9 @@ pub struct TestApp {
     pub state: AppState,
     pub database_url: String,
     pub http: reqwest::Client,
+    pub store: Store,
+    /// The S3 server, with `Store::S3`.
+    pub s3: Option<s3::S3Server>,
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
     dir: tempfile::TempDir,
@@ -97,6 +147,19 @@ impl TestApp {
 
     /// Spawns with settings changed by `adjust` (jobs are off unless it turns them on).
     pub async fn spawn_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_full(backend, Store::Local, adjust).await
+    }
+
+    /// Spawns with media in `store` and settings changed by `adjust`.
+    pub async fn spawn_full(
+        backend: Backend,
+        store: Store,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Self {
+        let s3 = match store {
+            Store::Local => None,
+            Store::S3 => Some(s3::S3Server::start().await),
+        };
         let dir = tempfile::tempdir().expect("temp dir");
         let (database_url, pg_db) = match backend {
             Backend::Sqlite => (
@@ -125,6 +188,15 @@ impl TestApp {
             db_pool: 5,
             ..Config::default()
         };
+        if let Some(s3) = &s3 {
+            config.media_store = MediaStoreKind::S3;
+            config.s3_bucket = Some(s3::BUCKET.into());
+            config.s3_endpoint = Some(s3.endpoint());
+            config.s3_region = Some("us-east-1".into());
+            config.s3_path_style = true;
+            config.s3_access_key_id = Some(s3::ACCESS_KEY.into());
+            config.s3_secret_access_key = Some(s3::SECRET_KEY.into());
+        }
         adjust(&mut config);
         let clock = Clock::manual(chrono::Utc::now().timestamp_millis());
         let app = App::build(config, clock.clone())
@@ -144,6 +216,8 @@ impl TestApp {
             state,
             database_url,
             http: reqwest::Client::new(),
+            store,
+            s3,
             shutdown,
             server,
             dir,
@@ -292,6 +366,109 @@ impl TestApp {
         }
         panic!("{name} never reached {n}");
     }
+}
+
+impl TestApp {
+    /// Uploads `bytes` as `uploadMedia`'s file over a GraphQL multipart
+    /// request (with the preflight header); returns the status and answer.
+    pub async fn upload(
+        &self,
+        token: Option<&str>,
+        bytes: Vec<u8>,
+        filename: &str,
+        content_type: &str,
+    ) -> (StatusCode, Value) {
+        let form = reqwest::multipart::Form::new()
+            .text(
+                "operations",
+                json!({
+                    "query": "mutation($f: Upload!) { uploadMedia(file: $f) { id url contentType byteSize width height } }",
+                    "variables": { "f": null }
+                })
+                .to_string(),
+            )
+            .text("map", json!({ "0": ["variables.f"] }).to_string())
+            .part(
+                "0",
+                reqwest::multipart::Part::bytes(bytes)
+                    .file_name(filename.to_owned())
+                    .mime_str(content_type)
+                    .unwrap(),
+            );
+        let mut req = self
+            .http
+            .post(format!("{}/graphql", self.base))
+            .header("apollo-require-preflight", "true")
+            .multipart(form);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("upload request");
+        let status = resp.status();
+        (status, resp.json().await.expect("JSON answer"))
+    }
+
+    /// Uploads a fixture that must be accepted; returns `uploadMedia`'s object.
+    pub async fn upload_fixture(&self, user: &TestUser, name: &str) -> Value {
+        let (status, resp) = self
+            .upload(
+                user.token(),
+                fixture(name),
+                name,
+                "application/octet-stream",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{resp}");
+        assert!(resp.get("errors").is_none(), "upload failed: {resp}");
+        resp["data"]["uploadMedia"].clone()
+    }
+
+    /// An absolute URL for a media URL (local URLs are paths on this server).
+    pub fn absolute(&self, url: &str) -> String {
+        if url.starts_with('/') {
+            format!("{}{url}", self.base)
+        } else {
+            url.to_owned()
+        }
+    }
+
+    /// GETs a media URL: status and bytes.
+    pub async fn fetch(&self, url: &str) -> (StatusCode, Vec<u8>) {
+        let resp = self
+            .http
+            .get(self.absolute(url))
+            .send()
+            .await
+            .expect("GET media");
+        let status = resp.status();
+        (status, resp.bytes().await.expect("media bytes").to_vec())
+    }
+
+    /// Every key in the media store.
+    pub async fn store_keys(&self) -> Vec<String> {
+        self.state.media.keys().await.expect("list the media store")
+    }
+
+    /// Runs the media job once at the clock's time.
+    pub async fn media_gc(&self) -> ephemera::jobs::media_gc::MediaGcReport {
+        ephemera::jobs::media_gc::run_once(&self.state, self.clock.now())
+            .await
+            .expect("media gc runs")
+    }
+}
+
+/// The bytes of a file in `tests/fixtures`.
+pub fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(format!(
+        "{}/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture")
+}
+
+/// Whether `needle` occurs in `haystack`.
+pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// The first error's `extensions.code`.

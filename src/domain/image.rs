@@ -1,0 +1,199 @@
+//! Judging an uploaded file by its bytes: which of the accepted image types
+//! it is (whatever its name or declared type), its dimensions, and a copy
+//! without location and other metadata.
+//!
+//! Accepted: JPEG, PNG, GIF, WebP, HEIC and HEIF. A file whose leading bytes
+//! are none of these, an empty file, or one whose header is cut short is
+//! refused with `UNSUPPORTED_MEDIA_TYPE`. EXIF (with its GPS position), XMP,
+//! IPTC and text chunks are removed from JPEG, PNG and WebP, so a moment's own
+//! coordinates are the only place a position is published. (JPEG orientation
+//! lives in EXIF and goes with it; HEIC/HEIF metadata is kept: removing it
+//! means rewriting the item tables.)
+
+use bytes::Bytes;
+use imagesize::ImageType;
+use img_parts::ImageEXIF;
+use img_parts::jpeg::{Jpeg, markers};
+use img_parts::png::Png;
+use img_parts::webp::WebP;
+
+use crate::error::{AppError, AppResult};
+
+/// The content types a media may have.
+pub const ACCEPTED_TYPES: [&str; 6] = [
+    "image/jpeg",
+    "image/png",
+    "image/gif",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+];
+
+/// An accepted image, ready to store.
+#[derive(Debug)]
+pub struct Judged {
+    pub content_type: &'static str,
+    pub width: Option<i32>,
+    pub height: Option<i32>,
+    /// The bytes to store: the upload without its metadata.
+    pub bytes: Bytes,
+}
+
+fn unsupported(why: &str) -> AppError {
+    AppError::unsupported_media_type(format!(
+        "{why}: accepted are JPEG, PNG, GIF, WebP, HEIC and HEIF, judged by the file's bytes"
+    ))
+}
+
+/// The accepted type the leading bytes show, if any.
+pub fn content_type_of(header: &[u8]) -> Option<&'static str> {
+    match imagesize::image_type(header).ok()? {
+        ImageType::Jpeg => Some("image/jpeg"),
+        ImageType::Png => Some("image/png"),
+        ImageType::Gif => Some("image/gif"),
+        ImageType::Webp => Some("image/webp"),
+        // HEVC-coded HEIF is HEIC; other HEIF brands (mif1, msf1) are HEIF.
+        // AVIF, also HEIF-based, is not accepted.
+        ImageType::Heif(imagesize::Compression::Hevc) => Some("image/heic"),
+        ImageType::Heif(imagesize::Compression::Unknown) => Some("image/heif"),
+        _ => None,
+    }
+}
+
+/// Judges `bytes`: type, dimensions, metadata removed.
+pub fn judge(bytes: Bytes) -> AppResult<Judged> {
+    if bytes.is_empty() {
+        return Err(unsupported("the file is empty"));
+    }
+    let content_type =
+        content_type_of(&bytes).ok_or_else(|| unsupported("the file is not an accepted image"))?;
+    let size = imagesize::blob_size(&bytes)
+        .map_err(|_| unsupported("the image header is truncated or corrupt"))?;
+    let dimension = |n: usize| i32::try_from(n).ok().filter(|&n| n > 0);
+    let bytes = strip_metadata(content_type, bytes)?;
+    Ok(Judged {
+        content_type,
+        width: dimension(size.width),
+        height: dimension(size.height),
+        bytes,
+    })
+}
+
+fn corrupt(_: img_parts::Error) -> AppError {
+    unsupported("the image structure is truncated or corrupt")
+}
+
+/// Removes EXIF, XMP, IPTC, comments and text chunks; keeps ICC colour
+/// profiles and the image data.
+fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
+    match content_type {
+        "image/jpeg" => {
+            let mut jpeg = Jpeg::from_bytes(bytes).map_err(corrupt)?;
+            jpeg.set_exif(None);
+            // XMP is an APP1 segment too; APP13 holds IPTC; COM is a comment.
+            for marker in [markers::APP1, markers::APP13, markers::COM] {
+                jpeg.remove_segments_by_marker(marker);
+            }
+            Ok(jpeg.encoder().bytes())
+        }
+        "image/png" => {
+            let mut png = Png::from_bytes(bytes).map_err(corrupt)?;
+            png.set_exif(None);
+            for kind in [*b"tEXt", *b"zTXt", *b"iTXt", *b"tIME"] {
+                png.remove_chunks_by_type(kind);
+            }
+            Ok(png.encoder().bytes())
+        }
+        "image/webp" => {
+            let mut webp = WebP::from_bytes(bytes).map_err(corrupt)?;
+            webp.remove_chunks_by_id(*b"XMP ");
+            // Also rewrites the VP8X flags to match the chunks left.
+            webp.set_exif(None);
+            Ok(webp.encoder().bytes())
+        }
+        _ => Ok(bytes),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Bytes {
+        let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
+        Bytes::from(std::fs::read(path).unwrap())
+    }
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    #[test]
+    fn accepted_types_by_their_bytes() {
+        for (file, ty, w, h) in [
+            ("gps.jpg", "image/jpeg", 3, 2),
+            ("gps.png", "image/png", 3, 2),
+            ("tiny.gif", "image/gif", 3, 2),
+            ("gps.webp", "image/webp", 3, 2),
+            ("tiny.heic", "image/heic", 64, 64),
+            ("tiny.heif", "image/heif", 64, 64),
+        ] {
+            let j = judge(fixture(file)).unwrap();
+            assert_eq!(j.content_type, ty, "{file}");
+            assert_eq!((j.width, j.height), (Some(w), Some(h)), "{file}");
+            assert_eq!(
+                content_type_of(&j.bytes),
+                Some(ty),
+                "{file} still reads as {ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn metadata_is_removed() {
+        let jpeg = fixture("gps.jpg");
+        assert!(contains(&jpeg, b"Exif\0\0") && contains(&jpeg, b"GPSLatitude"));
+        let out = judge(jpeg).unwrap().bytes;
+        assert!(
+            !contains(&out, b"Exif") && !contains(&out, b"GPS") && !contains(&out, b"EphemeraCam")
+        );
+
+        let png = fixture("gps.png");
+        assert!(contains(&png, b"eXIf") && contains(&png, b"tEXt"));
+        let out = judge(png).unwrap().bytes;
+        assert!(
+            !contains(&out, b"eXIf") && !contains(&out, b"tEXt") && !contains(&out, b"EphemeraCam")
+        );
+
+        let webp = fixture("gps.webp");
+        assert!(contains(&webp, b"EXIF") && contains(&webp, b"XMP "));
+        let out = judge(webp).unwrap().bytes;
+        assert!(
+            !contains(&out, b"EXIF") && !contains(&out, b"XMP ") && !contains(&out, b"EphemeraCam")
+        );
+        // The RIFF size matches the bytes left.
+        let riff = u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize;
+        assert_eq!(riff + 8, out.len());
+    }
+
+    #[test]
+    fn everything_else_is_refused() {
+        let png = fixture("gps.png");
+        let script = Bytes::from_static(b"#!/bin/sh\necho pwned\n");
+        let cases = [
+            Bytes::new(),
+            script,
+            png.slice(..8),  // the signature alone
+            png.slice(..20), // a header cut short
+            Bytes::from_static(b"\0\0\0\x1cftypavif\0\0\0\0avifmif1miaf"), // AVIF
+        ];
+        for bytes in cases {
+            let err = judge(bytes.clone()).unwrap_err();
+            assert_eq!(
+                err.code(),
+                crate::error::Code::UnsupportedMediaType,
+                "{bytes:?}"
+            );
+        }
+    }
+}

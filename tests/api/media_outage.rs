@@ -1,0 +1,207 @@
+//! The media store's contract, the same on local disk and S3, and the
+//! deletion outbox across an S3 outage: nothing lost, nothing orphaned.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::support::{Backend, HOUR, Store, TestApp};
+
+const CREATE: &str = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id } }";
+
+async fn outage(backend: Backend) {
+    let app = TestApp::spawn_full(backend, Store::S3, |_| {}).await;
+    let u = app.sign_up("poster").await;
+    let live = app.upload_fixture(&u, "gps.png").await;
+    app.ok(u.token(), CREATE, json!({ "i": { "mediaId": live["id"] } }))
+        .await;
+    let mut doomed = Vec::new();
+    for _ in 0..3 {
+        let m = app.upload_fixture(&u, "gps.jpg").await;
+        let s = app
+            .ok(u.token(), CREATE, json!({ "i": { "mediaId": m["id"] } }))
+            .await;
+        doomed.push(s["createStatus"]["id"].clone());
+    }
+    assert_eq!(app.store_keys().await.len(), 4);
+
+    let s3 = app.s3.as_ref().unwrap();
+    s3.stop().await;
+    // Deleting works while S3 is down: the rows go, the blobs wait in the outbox.
+    for id in &doomed {
+        app.ok(
+            u.token(),
+            "mutation($id: ID!) { deleteStatus(id: $id) }",
+            json!({ "id": id }),
+        )
+        .await;
+    }
+    let report = app.media_gc().await;
+    assert_eq!((report.deleted, report.failed), (0, 3));
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM media_deletions WHERE attempts = 1 AND last_error IS NOT NULL").await, 3);
+    // Uploads fail cleanly while S3 is down, and leave no row behind.
+    let (_, resp) = app
+        .upload(
+            u.token(),
+            crate::support::fixture("gps.png"),
+            "a.png",
+            "image/png",
+        )
+        .await;
+    assert_eq!(
+        resp["errors"][0]["extensions"]["code"], "INTERNAL_SERVER_ERROR",
+        "{resp}"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM media").await, 1);
+    // Failures back off: a second failed round doubles the wait.
+    app.clock.advance(Duration::from_secs(31));
+    assert_eq!(
+        app.media_gc().await.failed,
+        4,
+        "three deletions and the failed upload's blob"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM media_deletions").await,
+        4
+    );
+
+    s3.restart().await;
+    // Not due yet: nothing is retried before its backoff passes.
+    assert_eq!(app.media_gc().await.deleted, 0);
+    app.clock.advance(HOUR);
+    assert_eq!(app.media_gc().await.deleted, 4);
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM media_deletions").await,
+        0
+    );
+    // Zero orphans, zero live blobs lost.
+    let keys = app.store_keys().await;
+    let live_key: Vec<String> = vec![live_key(&app, &live["id"]).await];
+    assert_eq!(keys, live_key);
+    let url = live["url"].as_str().unwrap();
+    assert_eq!(app.fetch(url).await.0, reqwest::StatusCode::OK);
+    app.finish().await;
+}
+
+async fn live_key(app: &TestApp, id: &serde_json::Value) -> String {
+    use sea_orm::{ConnectionTrait, Statement};
+    let row = app
+        .state
+        .db
+        .query_one_raw(Statement::from_string(
+            app.state.db.get_database_backend(),
+            format!(
+                "SELECT storage_key FROM media WHERE id = {}",
+                id.as_str().unwrap()
+            ),
+        ))
+        .await
+        .unwrap()
+        .unwrap();
+    row.try_get::<String>("", "storage_key").unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_outage_loses_nothing_sqlite() {
+    outage(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_outage_loses_nothing_postgres() {
+    outage(Backend::Postgres).await;
+}
+
+/// put/get/size/delete/keys/url/upload target, the same on both stores.
+async fn store_contract(store: Store) {
+    let app = TestApp::spawn_full(Backend::Sqlite, store, |_| {}).await;
+    let media = &app.state.media;
+    let key = ephemera::storage::new_key();
+    assert_eq!(media.size(&key).await.unwrap(), None);
+    assert!(media.get(&key).await.unwrap().is_none());
+    media
+        .delete(&key)
+        .await
+        .expect("deleting a missing key succeeds");
+    media
+        .put(&key, Bytes::from_static(b"first"), "image/png")
+        .await
+        .unwrap();
+    media
+        .put(&key, Bytes::from_static(b"second!"), "image/png")
+        .await
+        .unwrap();
+    assert_eq!(media.size(&key).await.unwrap(), Some(7));
+    assert_eq!(
+        media.get(&key).await.unwrap().unwrap(),
+        Bytes::from_static(b"second!")
+    );
+    let other = ephemera::storage::new_key();
+    media
+        .put(&other, Bytes::from_static(b"x"), "image/gif")
+        .await
+        .unwrap();
+    let mut expected = vec![key.clone(), other.clone()];
+    expected.sort();
+    assert_eq!(media.keys().await.unwrap(), expected);
+    // A URL serves the bytes.
+    let url = media.url(&key, app.clock.now(), HOUR).await.unwrap();
+    let (status, bytes) = app.fetch(&url).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(bytes, b"second!");
+    // An upload target takes exactly what it signed.
+    let target = media
+        .upload_target(
+            &other,
+            "image/png",
+            3,
+            app.clock.now(),
+            Duration::from_secs(60),
+        )
+        .await
+        .unwrap();
+    assert!(target.expires_at > app.clock.now());
+    media.delete(&key).await.unwrap();
+    media.delete(&key).await.unwrap();
+    assert_eq!(media.keys().await.unwrap(), vec![other.clone()]);
+    let (status, _) = app.fetch(&url).await;
+    assert!(status.is_client_error(), "{status}");
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_contract_local() {
+    store_contract(Store::Local).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_contract_s3() {
+    store_contract(Store::S3).await;
+}
+
+/// S3 URLs are presigned and expire: one made three hours ago no longer works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_urls_expire() {
+    let app = TestApp::spawn_full(Backend::Sqlite, Store::S3, |_| {}).await;
+    let u = app.sign_up("viewer").await;
+    let m = app.upload_fixture(&u, "gps.png").await;
+    let url = m["url"].as_str().unwrap().to_owned();
+    assert!(
+        url.starts_with("http://127.0.0.1") && url.contains("X-Amz-Signature"),
+        "{url}"
+    );
+    assert_eq!(app.fetch(&url).await.0, reqwest::StatusCode::OK);
+    let now = app.clock.now();
+    app.clock.set(now - 3 * HOUR.as_millis() as i64);
+    let node = "query($id: ID!) { node(id: $id) { ... on Media { url } } }";
+    let old = app.ok(u.token(), node, json!({ "id": m["id"] })).await["node"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(old, url);
+    // (s3s answers 400 for an expired URL where AWS answers 403.)
+    assert!(app.fetch(&old).await.0.is_client_error());
+    let tampered = url.replace("X-Amz-Signature=", "X-Amz-Signature=0");
+    assert!(app.fetch(&tampered).await.0.is_client_error());
+    app.finish().await;
+}
