@@ -22,6 +22,10 @@ const UP: &str = r#"
 ALTER TABLE media ADD COLUMN ready_at BIGINT;
 -- NULL until a status or moment takes the media (a media is attached once).
 ALTER TABLE media ADD COLUMN attached_at BIGINT;
+-- Until when a direct-upload ticket lets a client write the row's key. A key
+-- queued for deletion is held until then (and a margin), so that a late PUT
+-- cannot leave a blob behind after its deletion ran.
+ALTER TABLE media ADD COLUMN upload_expires_at BIGINT;
 UPDATE media SET ready_at = created_at;
 UPDATE media SET attached_at = created_at WHERE id IN (SELECT media_id FROM statuses WHERE media_id IS NOT NULL);
 -- the sweep of uploads never attached
@@ -43,6 +47,7 @@ CREATE INDEX media_deletions_due ON media_deletions (next_attempt_at)
 const DOWN: &str = r#"
 DROP TABLE media_deletions;
 DROP INDEX media_unattached;
+ALTER TABLE media DROP COLUMN upload_expires_at;
 ALTER TABLE media DROP COLUMN attached_at;
 ALTER TABLE media DROP COLUMN ready_at
 "#;

@@ -10,6 +10,11 @@
 //!   [`queue_owner_blobs`]). The media job deletes queued blobs until the store
 //!   confirms, so no blob outlives its row for long, and no blob is deleted
 //!   while a row still names it.
+//! - A direct upload's bytes are checked and copied to a new key the first
+//!   time the media is attached, so a second PUT with the same ticket cannot
+//!   replace what was checked; the upload key is queued for deletion, held
+//!   until the ticket can no longer write it (so a late PUT cannot leave a
+//!   blob behind after its deletion ran).
 //! - A media is attached at most once: [`attach`] is a conditional update of
 //!   the row inside the transaction that inserts the status or moment, and the
 //!   sweep of unattached uploads deletes only rows still unattached, under the
@@ -89,6 +94,7 @@ pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media
         created_at: now,
         ready_at: Some(now),
         attached_at: None,
+        upload_expires_at: None,
     };
     insert(&app.db, &row).await?;
     if let Err(failure) = app
@@ -114,7 +120,8 @@ async fn insert(db: &DatabaseConnection, row: &media::Model) -> AppResult<()> {
     db::execute(
         db,
         "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
-         created_at, ready_at, attached_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+         created_at, ready_at, attached_at, upload_expires_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         vec![
             row.id.into(),
             row.owner_id.into(),
@@ -126,6 +133,7 @@ async fn insert(db: &DatabaseConnection, row: &media::Model) -> AppResult<()> {
             row.created_at.into(),
             row.ready_at.into(),
             row.attached_at.into(),
+            row.upload_expires_at.into(),
         ],
     )
     .await?;
@@ -164,28 +172,24 @@ pub async fn request_upload(
         return Err(too_large(max));
     }
     let now = app.clock.now();
+    let key = storage::new_key();
+    let target = app
+        .media
+        .upload_target(&key, &content_type, len, now, app.config.upload_ticket_ttl)
+        .await?;
     let row = media::Model {
         id: app.ids.next_id(),
         owner_id: owner,
-        storage_key: storage::new_key(),
-        content_type: content_type.clone(),
+        storage_key: key,
+        content_type,
         byte_size,
         width: None,
         height: None,
         created_at: now,
         ready_at: None,
         attached_at: None,
+        upload_expires_at: Some(target.expires_at),
     };
-    let target = app
-        .media
-        .upload_target(
-            &row.storage_key,
-            &content_type,
-            len,
-            now,
-            app.config.upload_ticket_ttl,
-        )
-        .await?;
     insert(&app.db, &row).await?;
     Ok(Ticket {
         media_id: row.id,
@@ -260,26 +264,87 @@ async fn verify_upload(app: &AppState, media: &media::Model) -> AppResult<()> {
         Ok(j) => j,
         Err(e) => return reject(app, media.id, e).await,
     };
-    if judged.bytes != bytes || judged.content_type != media.content_type {
-        app.media
-            .put(key, judged.bytes.clone(), judged.content_type)
-            .await?;
-    }
+    // The bytes move to a key no ticket can write, so a second PUT with the
+    // same ticket cannot replace what was checked. A reservation in the
+    // outbox deletes the new blob if we stop before the row points at it.
+    let final_key = storage::new_key();
+    let now = app.clock.now();
     db::execute(
         &app.db,
-        "UPDATE media SET ready_at = $1, content_type = $2, byte_size = $3, width = $4, height = $5 \
-         WHERE id = $6 AND ready_at IS NULL",
+        "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
+         VALUES ($1, $2, 0, $3)",
         vec![
-            app.clock.now().into(),
+            final_key.clone().into(),
+            now.into(),
+            (now + RESERVATION_MS).into(),
+        ],
+    )
+    .await?;
+    let size = judged.bytes.len() as i64;
+    app.media
+        .put(&final_key, judged.bytes, judged.content_type)
+        .await?;
+    let txn = app.db.begin().await?;
+    let moved = db::execute(
+        &txn,
+        "UPDATE media SET storage_key = $1, upload_expires_at = NULL, ready_at = $2, \
+         content_type = $3, byte_size = $4, width = $5, height = $6 \
+         WHERE id = $7 AND ready_at IS NULL",
+        vec![
+            final_key.clone().into(),
+            now.into(),
             judged.content_type.into(),
-            (judged.bytes.len() as i64).into(),
+            size.into(),
             judged.width.into(),
             judged.height.into(),
             media.id.into(),
         ],
     )
     .await?;
+    if moved == 1 {
+        // The upload key goes once its ticket can no longer write it.
+        db::execute(
+            &txn,
+            "UPDATE media_deletions SET storage_key = $1, next_attempt_at = $2 WHERE storage_key = $3",
+            vec![
+                key.clone().into(),
+                hold_until(media.upload_expires_at, now).into(),
+                final_key.into(),
+            ],
+        )
+        .await?;
+    } else {
+        // Checked at the same time by another request, which won: ours goes now.
+        db::execute(
+            &txn,
+            "UPDATE media_deletions SET next_attempt_at = $1 WHERE storage_key = $2",
+            vec![now.into(), final_key.into()],
+        )
+        .await?;
+    }
+    txn.commit().await?;
     Ok(())
+}
+
+/// How long a checked blob's reservation in the outbox waits before it may
+/// be deleted (far longer than a put takes).
+const RESERVATION_MS: Millis = 60 * 60 * 1000;
+/// How long after a ticket expires its key is kept (a PUT that started just
+/// before the expiry may still be streaming).
+const TICKET_HOLD_MS: Millis = 60 * 60 * 1000;
+
+/// When a key queued at `now` may be deleted: at once, unless a ticket can
+/// still write it.
+fn hold_until(upload_expires_at: Option<Millis>, now: Millis) -> Millis {
+    upload_expires_at.map_or(now, |exp| now.max(exp + TICKET_HOLD_MS))
+}
+
+/// The same rule in SQL over a `media` row.
+fn hold_sql(now_param: usize) -> String {
+    format!(
+        "CASE WHEN upload_expires_at IS NOT NULL AND upload_expires_at + {TICKET_HOLD_MS} > ${now_param} \
+         THEN upload_expires_at + {TICKET_HOLD_MS} ELSE ${now_param} END"
+    )
 }
 
 /// Deletes a pending media whose bytes failed, queueing its blob; returns `err`.
@@ -352,8 +417,9 @@ pub async fn delete_rows<C: ConnectionTrait>(
         txn,
         &format!(
             "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-             SELECT storage_key, ${now_param}, 0, ${now_param} FROM media WHERE {filter} \
-             ON CONFLICT (storage_key) DO NOTHING"
+             SELECT storage_key, ${now_param}, 0, {} FROM media WHERE {filter} \
+             ON CONFLICT (storage_key) DO NOTHING",
+            hold_sql(now_param)
         ),
         with_now,
     )
@@ -389,9 +455,12 @@ pub async fn queue_owner_blobs<C: ConnectionTrait>(
 ) -> AppResult<()> {
     db::execute(
         txn,
-        "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-         SELECT storage_key, $1, 0, $1 FROM media WHERE owner_id = $2 \
-         ON CONFLICT (storage_key) DO NOTHING",
+        &format!(
+            "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
+             SELECT storage_key, $1, 0, {} FROM media WHERE owner_id = $2 \
+             ON CONFLICT (storage_key) DO NOTHING",
+            hold_sql(1)
+        ),
         vec![now.into(), owner.into()],
     )
     .await?;

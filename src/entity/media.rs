@@ -18,6 +18,8 @@ pub struct Model {
     pub ready_at: Option<i64>,
     /// When a status or moment took the media; `None` while it is free.
     pub attached_at: Option<i64>,
+    /// Until when a direct-upload ticket may write `storage_key`.
+    pub upload_expires_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

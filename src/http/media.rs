@@ -150,6 +150,22 @@ pub(super) async fn receive(
             .map_err(|f| (StatusCode::INTERNAL_SERVER_ERROR, AppError::from(f))),
         Err(refusal) => Err(refusal),
     };
+    // The row may have been checked or withdrawn while the bytes streamed
+    // in; then nothing may be left under its key.
+    let result = match result {
+        Ok(()) => match media::is_pending(&state.app.db, &key).await {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                let _ = store.delete(&key).await;
+                Err((
+                    StatusCode::CONFLICT,
+                    AppError::bad_input("this upload is already complete, or was withdrawn"),
+                ))
+            }
+            Err(e) => Err((StatusCode::INTERNAL_SERVER_ERROR, e)),
+        },
+        Err(refusal) => Err(refusal),
+    };
     match result {
         Ok(()) => StatusCode::OK.into_response(),
         Err((status, err)) => {

@@ -11,7 +11,7 @@ mod friends;
 mod http;
 mod limits;
 mod media;
-mod media_outage;
+mod media_store;
 mod migrations;
 mod purge;
 mod schema;

@@ -359,7 +359,33 @@ async fn direct_upload_end_to_end(app: &TestApp) {
         !contains(&bytes, b"GPS") && !contains(&bytes, b"Exif"),
         "metadata stripped from direct uploads too"
     );
+    // A second PUT with the same ticket cannot replace what was checked.
+    let replayed = put(app, &t, b"<html>gotcha</html>".to_vec()).await;
+    assert!(
+        replayed == StatusCode::OK || replayed.is_client_error(),
+        "{replayed}"
+    );
+    let (_, again) = app.fetch(m["url"].as_str().unwrap()).await;
+    assert_eq!(again, bytes);
+    // The upload key is deleted once the ticket can no longer write it.
+    assert_eq!(app.store_keys().await.len(), 2);
+    assert_eq!(app.media_gc().await.deleted, 0);
+    app.clock.advance(2 * HOUR);
+    assert_eq!(app.media_gc().await.deleted, 1);
     assert_eq!(app.store_keys().await.len(), 1);
+    // (Back to real time: S3 refuses URLs signed in the future.)
+    app.clock.set(app.clock.now() - 2 * HOUR.as_millis() as i64);
+    let (status, served) = app.fetch(&made_url(app, &u, &t["mediaId"]).await).await;
+    assert_eq!((status, served), (StatusCode::OK, bytes));
+}
+
+/// The current URL of a media, by id, for its uploader.
+async fn made_url(app: &TestApp, u: &crate::support::TestUser, id: &Value) -> String {
+    let q = "query($id: ID!) { node(id: $id) { ... on Media { url } } }";
+    app.ok(u.token(), q, json!({ "id": id })).await["node"]["url"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 async fn direct_upload_rejections(app: &TestApp) {
@@ -432,8 +458,9 @@ async fn direct_upload_rejections(app: &TestApp) {
     // A script uploaded as image/png: refused when attached, row and blob gone.
     let script = b"#!/bin/sh\necho hi\n".to_vec();
     let t = ticket(app, u.token(), "image/png", script.len()).await;
-    assert_eq!(put(app, &t, script).await, StatusCode::OK);
-    assert_eq!(app.store_keys().await.len(), 2);
+    assert_eq!(put(app, &t, script.clone()).await, StatusCode::OK);
+    // The earlier upload's key is still held; this one makes three.
+    assert_eq!(app.store_keys().await.len(), 3);
     assert_eq!(
         app.err(
             u.token(),
@@ -453,10 +480,15 @@ async fn direct_upload_rejections(app: &TestApp) {
         "NOT_FOUND"
     );
     assert_eq!(media_rows(app).await, 1);
-    assert_eq!(outbox(app).await, 1);
-    let report = app.media_gc().await;
-    assert_eq!(report.deleted, 1);
+    assert_eq!(outbox(app).await, 2);
+    // Both keys are held while their tickets could write them, then deleted,
+    // even if the client PUT again in between.
+    assert_eq!(app.media_gc().await.deleted, 0);
+    let _ = put(app, &t, script).await;
+    app.clock.advance(2 * HOUR);
+    assert_eq!(app.media_gc().await.deleted, 2);
     assert_eq!(app.store_keys().await.len(), 1);
+    app.clock.set(app.clock.now() - 2 * HOUR.as_millis() as i64);
 
     // A ticket used after it expired is refused by the store.
     let real_now = app.clock.now();

@@ -235,9 +235,16 @@ impl TestApp {
             let conn = Database::connect(&pg_admin_url())
                 .await
                 .expect("connect to PostgreSQL");
-            conn.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            // FORCE cannot end an autovacuum worker (not ours): retry a while.
+            let mut attempt = 0;
+            while let Err(e) = conn
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await
-                .expect("drop test database");
+            {
+                attempt += 1;
+                assert!(attempt < 50, "drop test database: {e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             conn.close().await.ok();
         }
         drop(self.dir);

@@ -1,5 +1,6 @@
-//! The media store's contract, the same on local disk and S3, and the
-//! deletion outbox across an S3 outage: nothing lost, nothing orphaned.
+//! The media store's contract, the same on local disk and S3; the deletion
+//! outbox across an S3 outage (nothing lost, nothing orphaned), with several
+//! job runs at once, through the scheduler and through `ephemera jobs run`.
 
 use std::time::Duration;
 
@@ -204,4 +205,116 @@ async fn s3_urls_expire() {
     let tampered = url.replace("X-Amz-Signature=", "X-Amz-Signature=0");
     assert!(app.fetch(&tampered).await.0.is_client_error());
     app.finish().await;
+}
+
+/// Uploads `n` images for `u`, posts each in a status and deletes it, leaving
+/// `n` blobs in the outbox.
+async fn queue_deletions(app: &TestApp, u: &crate::support::TestUser, n: usize) {
+    for _ in 0..n {
+        let m = app.upload_fixture(u, "tiny.gif").await;
+        let s = app
+            .ok(u.token(), CREATE, json!({ "i": { "mediaId": m["id"] } }))
+            .await;
+        app.ok(
+            u.token(),
+            "mutation($id: ID!) { deleteStatus(id: $id) }",
+            json!({ "id": s["createStatus"]["id"] }),
+        )
+        .await;
+    }
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM media_deletions").await,
+        n as i64
+    );
+}
+
+/// Three drains at once (as on three instances) claim disjoint batches: each
+/// blob is deleted once and the outbox ends empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_gc_runs_share_the_outbox() {
+    let app = TestApp::spawn_full(Backend::Postgres, Store::S3, |c| c.media_gc_batch = 4).await;
+    let u = app.sign_up("poster").await;
+    queue_deletions(&app, &u, 24).await;
+    assert_eq!(app.store_keys().await.len(), 24);
+    let (a, b, c) = tokio::join!(app.media_gc(), app.media_gc(), app.media_gc());
+    assert_eq!(a.deleted + b.deleted + c.deleted, 24, "{a:?} {b:?} {c:?}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM media_deletions").await,
+        0
+    );
+    assert!(app.store_keys().await.is_empty());
+    app.finish().await;
+}
+
+/// The media job runs on its own through the real scheduler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduler_runs_the_media_job() {
+    let app = TestApp::spawn_full(Backend::Sqlite, Store::Local, |c| {
+        c.jobs = true;
+        c.media_gc_cron = "* * * * * *".into();
+    })
+    .await;
+    let u = app.sign_up("poster").await;
+    queue_deletions(&app, &u, 2).await;
+    let mut left = 2;
+    for _ in 0..100 {
+        left = app.count("SELECT COUNT(*) AS n FROM media_deletions").await;
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, 0, "the scheduled media job did not run");
+    assert!(app.store_keys().await.is_empty());
+    app.finish().await;
+}
+
+/// `ephemera jobs run media-gc` runs the job once and says what it did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_run_media_gc_command() {
+    let app = TestApp::spawn_full(Backend::Sqlite, Store::Local, |_| {}).await;
+    let u = app.sign_up("poster").await;
+    queue_deletions(&app, &u, 2).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ephemera"))
+        .args(["jobs", "run", "media-gc"])
+        .env("DATABASE_URL", &app.database_url)
+        .env("EPHEMERA_DATA_DIR", &app.state.config.data_dir)
+        .env("EPHEMERA_JWT_SECRET", crate::support::JWT_SECRET)
+        .env("EPHEMERA_LOG", "warn")
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "media-gc: swept 0 unattached uploads, deleted 2 blobs, 0 deletions failed (queued for retry)"
+    );
+    assert!(app.store_keys().await.is_empty());
+    app.finish().await;
+}
+
+/// A page of statuses with media, URLs included, runs as many statements for
+/// one item as for many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn media_pages_run_constant_statements() {
+    for store in [Store::Local, Store::S3] {
+        let app = TestApp::spawn_full(Backend::Sqlite, store, |_| {}).await;
+        let u = app.sign_up("poster").await;
+        for _ in 0..5 {
+            let m = app.upload_fixture(&u, "tiny.gif").await;
+            app.ok(u.token(), CREATE, json!({ "i": { "mediaId": m["id"] } }))
+                .await;
+        }
+        let q = "query($u: ID!, $n: Int) { statuses(userId: $u, first: $n) { nodes { id media { id url contentType width } } } }";
+        let mut counts = Vec::new();
+        for n in [1, 5] {
+            let (count, data) = app
+                .statements_during(app.ok(u.token(), q, json!({ "u": u.id, "n": n })))
+                .await;
+            assert_eq!(data["statuses"]["nodes"].as_array().unwrap().len(), n);
+            counts.push(count);
+        }
+        assert_eq!(counts[0], counts[1], "{store:?}: {counts:?}");
+        app.finish().await;
+    }
 }
