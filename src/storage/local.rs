@@ -38,6 +38,7 @@ impl LocalStore {
         tokio::fs::create_dir_all(root.join(".tmp"))
             .await
             .map_err(|e| AppError::internal("creating the media dir", e))?;
+        remove_stale_temp_files(&root.join(".tmp")).await;
         Ok(Self {
             root,
             public_url: public_url
@@ -219,5 +220,25 @@ impl LocalStore {
                 &Self::put_message(key, exp, content_type, len),
                 &Self::decode(sig),
             )
+    }
+}
+
+/// Temporary files older than an hour were left by a write that never
+/// finished (a crash mid-upload); they name no key, so nothing else finds them.
+async fn remove_stale_temp_files(dir: &Path) {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let stale = entry
+            .metadata()
+            .await
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > std::time::Duration::from_secs(3600));
+        if stale {
+            let _ = tokio::fs::remove_file(entry.path()).await;
+        }
     }
 }
