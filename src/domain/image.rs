@@ -6,9 +6,10 @@
 //! are none of these, an empty file, or one whose header is cut short is
 //! refused with `UNSUPPORTED_MEDIA_TYPE`. EXIF (with its GPS position), XMP,
 //! IPTC and text chunks are removed from JPEG, PNG and WebP, so a moment's own
-//! coordinates are the only place a position is published. (JPEG orientation
-//! lives in EXIF and goes with it; HEIC/HEIF metadata is kept: removing it
-//! means rewriting the item tables.)
+//! coordinates are the only place a position is published. The one EXIF
+//! field kept is the orientation, rewritten alone, so phone photos still
+//! display upright. (HEIC/HEIF metadata is kept: removing it means rewriting
+//! the item tables.)
 
 use bytes::Bytes;
 use imagesize::ImageType;
@@ -89,30 +90,57 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
     match content_type {
         "image/jpeg" => {
             let mut jpeg = Jpeg::from_bytes(bytes).map_err(corrupt)?;
+            let kept = kept_exif(jpeg.exif());
             jpeg.set_exif(None);
             // XMP is an APP1 segment too; APP13 holds IPTC; COM is a comment.
             for marker in [markers::APP1, markers::APP13, markers::COM] {
                 jpeg.remove_segments_by_marker(marker);
             }
+            jpeg.set_exif(kept);
             Ok(jpeg.encoder().bytes())
         }
         "image/png" => {
             let mut png = Png::from_bytes(bytes).map_err(corrupt)?;
-            png.set_exif(None);
+            let kept = kept_exif(png.exif());
             for kind in [*b"tEXt", *b"zTXt", *b"iTXt", *b"tIME"] {
                 png.remove_chunks_by_type(kind);
             }
+            png.set_exif(kept);
             Ok(png.encoder().bytes())
         }
         "image/webp" => {
             let mut webp = WebP::from_bytes(bytes).map_err(corrupt)?;
+            let kept = kept_exif(webp.exif());
             webp.remove_chunks_by_id(*b"XMP ");
             // Also rewrites the VP8X flags to match the chunks left.
-            webp.set_exif(None);
+            webp.set_exif(kept);
             Ok(webp.encoder().bytes())
         }
         _ => Ok(bytes),
     }
+}
+
+/// The EXIF to keep from `exif` (raw TIFF bytes): only an orientation that
+/// turns or flips the image, written alone; `None` when there is none.
+fn kept_exif(exif: Option<Bytes>) -> Option<Bytes> {
+    let parsed = exif::Reader::new().read_raw(exif?.to_vec()).ok()?;
+    let orientation = parsed
+        .get_field(exif::Tag::Orientation, exif::In::PRIMARY)?
+        .value
+        .get_uint(0)?;
+    let orientation = u16::try_from(orientation)
+        .ok()
+        .filter(|o| (2..=8).contains(o))?;
+    let field = exif::Field {
+        tag: exif::Tag::Orientation,
+        ifd_num: exif::In::PRIMARY,
+        value: exif::Value::Short(vec![orientation]),
+    };
+    let mut writer = exif::experimental::Writer::new();
+    writer.push_field(&field);
+    let mut out = std::io::Cursor::new(Vec::new());
+    writer.write(&mut out, false).ok()?;
+    Some(Bytes::from(out.into_inner()))
 }
 
 #[cfg(test)]
@@ -174,6 +202,38 @@ mod tests {
         // The RIFF size matches the bytes left.
         let riff = u32::from_le_bytes([out[4], out[5], out[6], out[7]]) as usize;
         assert_eq!(riff + 8, out.len());
+    }
+
+    #[test]
+    fn orientation_alone_survives() {
+        for file in ["rotated.jpg", "rotated.webp"] {
+            let original = fixture(file);
+            assert!(contains(&original, b"EphemeraCam"), "{file}");
+            let out = judge(original).unwrap().bytes;
+            assert!(
+                !contains(&out, b"EphemeraCam") && !contains(&out, b"GPS"),
+                "{file}"
+            );
+            let exif = match file {
+                "rotated.jpg" => Jpeg::from_bytes(out.clone()).unwrap().exif(),
+                _ => WebP::from_bytes(out.clone()).unwrap().exif(),
+            }
+            .expect("an EXIF block with the orientation");
+            let parsed = exif::Reader::new().read_raw(exif.to_vec()).unwrap();
+            assert_eq!(parsed.fields().count(), 1, "{file}");
+            let o = parsed
+                .get_field(exif::Tag::Orientation, exif::In::PRIMARY)
+                .unwrap();
+            assert_eq!(o.value.get_uint(0), Some(6), "{file}");
+            assert!(
+                parsed
+                    .get_field(exif::Tag::GPSLatitude, exif::In::PRIMARY)
+                    .is_none()
+            );
+        }
+        // Upright images keep no EXIF at all.
+        let out = judge(fixture("gps.jpg")).unwrap().bytes;
+        assert!(Jpeg::from_bytes(out).unwrap().exif().is_none());
     }
 
     #[test]

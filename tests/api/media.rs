@@ -76,8 +76,13 @@ async fn every_accepted_type_is_stored_and_served(app: &TestApp) {
             }
         }
     }
-    assert_eq!(media_rows(app).await, 6);
-    assert_eq!(app.store_keys().await.len(), 6);
+    // A phone photo keeps its orientation (alone), so it still shows upright.
+    let rotated = app.upload_fixture(&u, "rotated.jpg").await;
+    let (_, bytes) = app.fetch(rotated["url"].as_str().unwrap()).await;
+    assert!(contains(&bytes, b"Exif\0\0"), "the orientation is kept");
+    assert!(!contains(&bytes, b"GPS") && !contains(&bytes, b"EphemeraCam"));
+    assert_eq!(media_rows(app).await, 7);
+    assert_eq!(app.store_keys().await.len(), 7);
     // The JPEG sample did carry GPS before.
     assert!(contains(&fixture("gps.jpg"), b"GPS"));
 }
