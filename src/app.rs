@@ -9,12 +9,13 @@ use std::sync::Arc;
 use rand::RngCore;
 use sea_orm::DatabaseConnection;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{Semaphore, watch};
 
 use crate::auth::TokenKeys;
 use crate::clock::{Clock, duration_millis};
 use crate::config::Config;
 use crate::db::{self, DbStats};
+use crate::domain::media::MediaStats;
 use crate::domain::page::Cursors;
 use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
@@ -34,6 +35,9 @@ pub struct AppState {
     pub cursors: Arc<Cursors>,
     pub db_stats: Arc<DbStats>,
     pub media: MediaStore,
+    /// Bounds the uploads judged at once (see `EPHEMERA_MAX_CONCURRENT_UPLOADS`).
+    pub media_work: Arc<Semaphore>,
+    pub media_stats: Arc<MediaStats>,
 }
 
 impl AppState {
@@ -61,6 +65,8 @@ impl AppState {
         let media = MediaStore::open(&config, secret.as_bytes()).await?;
         Ok(Self {
             media,
+            media_work: Arc::new(Semaphore::new(config.max_concurrent_uploads as usize)),
+            media_stats: Arc::new(MediaStats::default()),
             db,
             tokens: Arc::new(TokenKeys::new(
                 secret.as_bytes(),

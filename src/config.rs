@@ -133,6 +133,12 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=5 * 1024 * 1024 * 1024))]
     pub max_upload_bytes: u64,
 
+    /// Uploads judged at once (each holds up to twice the upload limit in
+    /// memory while it is checked); more wait their turn.
+    #[arg(long, env = "EPHEMERA_MAX_CONCURRENT_UPLOADS", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub max_concurrent_uploads: u32,
+
     /// How long a media URL stays valid (at least this, at most twice this, so that
     /// URLs stay the same for a while and clients can cache them).
     #[arg(long, env = "EPHEMERA_MEDIA_URL_TTL", default_value = "1h", value_parser = parse_duration)]

@@ -303,6 +303,7 @@ async fn health(State(state): State<HttpState>) -> Response {
 /// Prometheus text exposition of the few numbers the server keeps.
 async fn metrics(State(state): State<HttpState>) -> Response {
     let stats = &state.app.db_stats;
+    let media = &state.app.media_stats;
     let body = format!(
         "# HELP ephemera_db_statements_total SQL statements run.\n\
          # TYPE ephemera_db_statements_total counter\n\
@@ -312,10 +313,26 @@ async fn metrics(State(state): State<HttpState>) -> Response {
          ephemera_db_statement_failures_total {}\n\
          # HELP ephemera_subscribers Connected subscription streams.\n\
          # TYPE ephemera_subscribers gauge\n\
-         ephemera_subscribers {}\n",
+         ephemera_subscribers {}\n\
+         # HELP ephemera_media_uploads_total Media stored (uploads and checked direct uploads).\n\
+         # TYPE ephemera_media_uploads_total counter\n\
+         ephemera_media_uploads_total {}\n\
+         # HELP ephemera_media_blobs_deleted_total Blobs the media job deleted.\n\
+         # TYPE ephemera_media_blobs_deleted_total counter\n\
+         ephemera_media_blobs_deleted_total {}\n\
+         # HELP ephemera_media_blob_delete_failures_total Blob deletions that failed (each is retried).\n\
+         # TYPE ephemera_media_blob_delete_failures_total counter\n\
+         ephemera_media_blob_delete_failures_total {}\n\
+         # HELP ephemera_media_deletions_waiting Blobs still queued for deletion after the media job's last run.\n\
+         # TYPE ephemera_media_deletions_waiting gauge\n\
+         ephemera_media_deletions_waiting {}\n",
         stats.statements(),
         stats.failures(),
-        state.app.events.subscribers()
+        state.app.events.subscribers(),
+        media.uploads(),
+        media.deleted(),
+        media.failed(),
+        media.waiting(),
     );
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

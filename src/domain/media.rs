@@ -21,6 +21,7 @@
 //!   same row lock.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait, Value};
@@ -32,6 +33,47 @@ use crate::db::{self, placeholders, skip_locked};
 use crate::entity::media;
 use crate::error::{AppError, AppResult};
 use crate::storage::{self, UploadTarget};
+
+/// Counters of the media paths, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct MediaStats {
+    uploads: AtomicU64,
+    deleted: AtomicU64,
+    failed: AtomicU64,
+    waiting: AtomicU64,
+}
+
+impl MediaStats {
+    /// Media stored (uploads and checked direct uploads).
+    pub fn uploads(&self) -> u64 {
+        self.uploads.load(Ordering::Relaxed)
+    }
+
+    /// Blobs deleted by the media job.
+    pub fn deleted(&self) -> u64 {
+        self.deleted.load(Ordering::Relaxed)
+    }
+
+    /// Blob deletions that failed (each is retried).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Blobs queued for deletion after the media job's last run.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+/// Waits for one of the `EPHEMERA_MAX_CONCURRENT_UPLOADS` slots that bound
+/// the memory uploads take while they are read and judged.
+pub async fn upload_slot(app: &AppState) -> AppResult<tokio::sync::OwnedSemaphorePermit> {
+    app.media_work
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|e| AppError::internal("waiting for an upload slot", e))
+}
 
 /// Media by id (the media loader's query).
 pub async fn find_by_ids<C: ConnectionTrait>(
@@ -106,6 +148,7 @@ pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media
         discard(app, row.id).await?;
         return Err(failure.into());
     }
+    app.media_stats.uploads.fetch_add(1, Ordering::Relaxed);
     Ok(row)
 }
 
@@ -222,7 +265,9 @@ pub async fn prepare(app: &AppState, owner: i64, id: i64) -> AppResult<()> {
         .ok_or_else(|| AppError::not_found("media not found"))?;
     check_attachable(&media, owner)?;
     if media.ready_at.is_none() {
+        let _slot = upload_slot(app).await?;
         verify_upload(app, &media).await?;
+        app.media_stats.uploads.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -538,6 +583,7 @@ pub async fn drain_deletions(app: &AppState, now: Millis) -> AppResult<Drained> 
     loop {
         let claimed = claim_deletions(app, now).await?;
         if claimed.is_empty() {
+            record_waiting(app).await?;
             return Ok(drained);
         }
         let results: Vec<(Queued, Result<(), storage::StoreFailure>)> =
@@ -555,11 +601,14 @@ pub async fn drain_deletions(app: &AppState, now: Millis) -> AppResult<Drained> 
                 Ok(()) => done.push(queued.storage_key),
                 Err(failure) => {
                     drained.failed += 1;
+                    app.media_stats.failed.fetch_add(1, Ordering::Relaxed);
                     record_failure(app, now, &queued, &failure.0).await?;
                 }
             }
         }
         if !done.is_empty() {
+            let n = done.len() as u64;
+            app.media_stats.deleted.fetch_add(n, Ordering::Relaxed);
             drained.deleted += db::execute(
                 &app.db,
                 &format!(
@@ -571,6 +620,18 @@ pub async fn drain_deletions(app: &AppState, now: Millis) -> AppResult<Drained> 
             .await?;
         }
     }
+}
+
+async fn record_waiting(app: &AppState) -> AppResult<()> {
+    #[derive(FromQueryResult)]
+    struct Count {
+        n: i64,
+    }
+    let count: Option<Count> =
+        db::fetch_one(&app.db, "SELECT COUNT(*) AS n FROM media_deletions", vec![]).await?;
+    let n = count.map_or(0, |c| u64::try_from(c.n).unwrap_or(0));
+    app.media_stats.waiting.store(n, Ordering::Relaxed);
+    Ok(())
 }
 
 async fn claim_deletions(app: &AppState, now: Millis) -> AppResult<Vec<Queued>> {

@@ -40,6 +40,13 @@ async fn outage(backend: Backend) {
     }
     let report = app.media_gc().await;
     assert_eq!((report.deleted, report.failed), (0, 3));
+    assert_eq!(
+        app.metric("ephemera_media_blob_delete_failures_total")
+            .await,
+        3
+    );
+    assert_eq!(app.metric("ephemera_media_deletions_waiting").await, 3);
+    assert_eq!(app.metric("ephemera_media_uploads_total").await, 4);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM media_deletions WHERE attempts = 1 AND last_error IS NOT NULL").await, 3);
     // Uploads fail cleanly while S3 is down, and leave no row behind.
     let (_, resp) = app
@@ -72,6 +79,8 @@ async fn outage(backend: Backend) {
     assert_eq!(app.media_gc().await.deleted, 0);
     app.clock.advance(HOUR);
     assert_eq!(app.media_gc().await.deleted, 4);
+    assert_eq!(app.metric("ephemera_media_deletions_waiting").await, 0);
+    assert_eq!(app.metric("ephemera_media_blobs_deleted_total").await, 4);
     assert_eq!(
         app.count("SELECT COUNT(*) AS n FROM media_deletions").await,
         0

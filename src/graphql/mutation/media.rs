@@ -23,6 +23,8 @@ impl MediaMutation {
         let value = file
             .value(ctx)
             .ok_or_else(|| AppError::bad_input("this request carried no such file"))?;
+        // Held while the file is in memory: reading, judging, storing.
+        let _slot = media::upload_slot(app).await?;
         let max = app.config.max_upload_bytes;
         let bytes = tokio::task::spawn_blocking(move || {
             let mut buf = Vec::new();
