@@ -6,7 +6,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, HOUR, Store, TestApp, contains, fixture};
+use crate::support::{Backend, HOUR, Store, TestApp, TestUser, contains, fixture};
 use crate::{all_stores, both_backends};
 
 all_stores!(
@@ -25,6 +25,12 @@ all_stores!(
 both_backends!(local_urls_are_signed_and_expire);
 
 const CREATE: &str = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id media { id url contentType byteSize width height } } }";
+
+/// Posts a status with `media`, which must fail; the error's code.
+async fn attach_code(app: &TestApp, user: &TestUser, media: &Value) -> String {
+    app.err(user.token(), CREATE, json!({ "i": { "mediaId": media } }))
+        .await
+}
 
 async fn media_rows(app: &TestApp) -> i64 {
     app.count("SELECT COUNT(*) AS n FROM media").await
@@ -437,15 +443,7 @@ async fn direct_upload_rejections(app: &TestApp) {
     // Attached before the bytes arrived: refused, the ticket stays usable.
     let png = fixture("gps.png");
     let t = ticket(app, u.token(), "image/png", png.len()).await;
-    assert_eq!(
-        app.err(
-            u.token(),
-            CREATE,
-            json!({ "i": { "mediaId": t["mediaId"] } })
-        )
-        .await,
-        "BAD_USER_INPUT"
-    );
+    assert_eq!(attach_code(app, &u, &t["mediaId"]).await, "BAD_USER_INPUT");
     // A PUT whose length differs from the signed one is refused.
     let mut longer = png.clone();
     longer.push(0);
@@ -466,23 +464,10 @@ async fn direct_upload_rejections(app: &TestApp) {
     // The earlier upload's key is still held; this one makes three.
     assert_eq!(app.store_keys().await.len(), 3);
     assert_eq!(
-        app.err(
-            u.token(),
-            CREATE,
-            json!({ "i": { "mediaId": t["mediaId"] } })
-        )
-        .await,
+        attach_code(app, &u, &t["mediaId"]).await,
         "UNSUPPORTED_MEDIA_TYPE"
     );
-    assert_eq!(
-        app.err(
-            u.token(),
-            CREATE,
-            json!({ "i": { "mediaId": t["mediaId"] } })
-        )
-        .await,
-        "NOT_FOUND"
-    );
+    assert_eq!(attach_code(app, &u, &t["mediaId"]).await, "NOT_FOUND");
     assert_eq!(media_rows(app).await, 1);
     assert_eq!(outbox(app).await, 2);
     // Both keys are held while their tickets could write them, then deleted,
@@ -519,25 +504,12 @@ async fn attach_rules(app: &TestApp) {
     let other = app.sign_up("other").await;
     let m = app.upload_fixture(&owner, "gps.png").await;
     let id = m["id"].clone();
+    assert_eq!(attach_code(app, &other, &id).await, "FORBIDDEN");
     assert_eq!(
-        app.err(other.token(), CREATE, json!({ "i": { "mediaId": id } }))
-            .await,
-        "FORBIDDEN"
-    );
-    assert_eq!(
-        app.err(
-            owner.token(),
-            CREATE,
-            json!({ "i": { "mediaId": "99999999" } })
-        )
-        .await,
+        attach_code(app, &owner, &json!("99999999")).await,
         "NOT_FOUND"
     );
-    assert_eq!(
-        app.err(owner.token(), CREATE, json!({ "i": { "mediaId": "x" } }))
-            .await,
-        "NOT_FOUND"
-    );
+    assert_eq!(attach_code(app, &owner, &json!("x")).await, "NOT_FOUND");
     // Two concurrent attaches: exactly one wins.
     let (a, b) = tokio::join!(
         app.gql(owner.token(), CREATE, json!({ "i": { "mediaId": id } })),
@@ -617,15 +589,7 @@ async fn unattached_uploads_are_swept(app: &TestApp) {
     assert_eq!((report.swept, report.deleted), (1, 1));
     assert_eq!(media_rows(app).await, 1);
     assert_eq!(app.store_keys().await.len(), 1);
-    assert_eq!(
-        app.err(
-            u.token(),
-            CREATE,
-            json!({ "i": { "mediaId": loose["id"] } })
-        )
-        .await,
-        "NOT_FOUND"
-    );
+    assert_eq!(attach_code(app, &u, &loose["id"]).await, "NOT_FOUND");
     // The attached one still serves. (Back to real time first: S3 refuses
     // URLs signed in the future.)
     app.clock
