@@ -6,7 +6,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, HOUR, Store, TestApp, TestUser, contains, fixture};
+use crate::support::{Backend, HOUR, Store, TestApp, TestUser, contains, fixture, upload_form};
 use crate::{all_stores, both_backends};
 
 all_stores!(
@@ -170,10 +170,7 @@ async fn refused_uploads_store_nothing(app: &TestApp) {
 async fn multipart_needs_a_preflight_header(app: &TestApp) {
     let u = app.sign_up("uploader").await;
     for header in [None, Some(""), Some("  ")] {
-        let form = reqwest::multipart::Form::new()
-            .text("operations", json!({ "query": "mutation($f: Upload!) { uploadMedia(file: $f) { id } }", "variables": { "f": null } }).to_string())
-            .text("map", json!({ "0": ["variables.f"] }).to_string())
-            .part("0", reqwest::multipart::Part::bytes(fixture("gps.png")).file_name("a.png"));
+        let form = upload_form(fixture("gps.png"), "a.png", "image/png");
         let mut req = app
             .http
             .post(format!("{}/graphql", app.base))
@@ -196,10 +193,7 @@ async fn multipart_needs_a_preflight_header(app: &TestApp) {
     assert_eq!(media_rows(app).await, 0);
     assert!(app.store_keys().await.is_empty());
     // Either header works.
-    let form = reqwest::multipart::Form::new()
-        .text("operations", json!({ "query": "mutation($f: Upload!) { uploadMedia(file: $f) { id } }", "variables": { "f": null } }).to_string())
-        .text("map", json!({ "0": ["variables.f"] }).to_string())
-        .part("0", reqwest::multipart::Part::bytes(fixture("gps.png")).file_name("a.png"));
+    let form = upload_form(fixture("gps.png"), "a.png", "image/png");
     let resp = app
         .http
         .post(format!("{}/graphql", app.base))

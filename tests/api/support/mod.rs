@@ -385,23 +385,7 @@ impl TestApp {
         filename: &str,
         content_type: &str,
     ) -> (StatusCode, Value) {
-        let form = reqwest::multipart::Form::new()
-            .text(
-                "operations",
-                json!({
-                    "query": "mutation($f: Upload!) { uploadMedia(file: $f) { id url contentType byteSize width height } }",
-                    "variables": { "f": null }
-                })
-                .to_string(),
-            )
-            .text("map", json!({ "0": ["variables.f"] }).to_string())
-            .part(
-                "0",
-                reqwest::multipart::Part::bytes(bytes)
-                    .file_name(filename.to_owned())
-                    .mime_str(content_type)
-                    .unwrap(),
-            );
+        let form = upload_form(bytes, filename, content_type);
         let mut req = self
             .http
             .post(format!("{}/graphql", self.base))
@@ -462,6 +446,27 @@ impl TestApp {
             .await
             .expect("media gc runs")
     }
+}
+
+/// A GraphQL multipart request body: `uploadMedia` with `bytes` as its file.
+pub fn upload_form(bytes: Vec<u8>, filename: &str, content_type: &str) -> reqwest::multipart::Form {
+    reqwest::multipart::Form::new()
+        .text(
+            "operations",
+            json!({
+                "query": "mutation($f: Upload!) { uploadMedia(file: $f) { id url contentType byteSize width height } }",
+                "variables": { "f": null }
+            })
+            .to_string(),
+        )
+        .text("map", json!({ "0": ["variables.f"] }).to_string())
+        .part(
+            "0",
+            reqwest::multipart::Part::bytes(bytes)
+                .file_name(filename.to_owned())
+                .mime_str(content_type)
+                .unwrap(),
+        )
 }
 
 /// The bytes of a file in `tests/fixtures`.
