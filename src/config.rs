@@ -56,6 +56,10 @@ pub enum JobName {
     StatusPurge,
     /// Delete queued blobs from the media store and sweep uploads never attached.
     MediaGc,
+    /// Soft-delete ephemeral moments whose time is up.
+    MomentExpiry,
+    /// Hard-delete moments soft-deleted more than the grace ago, with their likes and media.
+    MomentPurge,
 }
 
 /// Where media bytes are kept.
@@ -109,6 +113,31 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_STATUS_PURGE_BATCH", default_value_t = 500,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub status_purge_batch: u32,
+
+    /// How long a deleted or expired moment can be restored before the purge removes it.
+    #[arg(long, env = "EPHEMERA_MOMENT_GRACE", default_value = "7d", value_parser = parse_duration)]
+    pub moment_grace: Duration,
+
+    /// When the moment expiry job runs (soft-deletes expired moments): 6-field cron.
+    #[arg(
+        long,
+        env = "EPHEMERA_MOMENT_EXPIRY_CRON",
+        default_value = "0 */5 * * * *"
+    )]
+    pub moment_expiry_cron: String,
+
+    /// When the moment purge runs (hard-deletes moments past the grace): 6-field cron.
+    #[arg(
+        long,
+        env = "EPHEMERA_MOMENT_PURGE_CRON",
+        default_value = "0 17 3 * * *"
+    )]
+    pub moment_purge_cron: String,
+
+    /// Rows the moment jobs handle per transaction.
+    #[arg(long, env = "EPHEMERA_MOMENT_BATCH", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub moment_batch: u32,
 
     /// Where media bytes are kept: `local` (files in the data dir) or `s3`.
     #[arg(

@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 
 mod m20261129_000001_foundation;
 mod m20261129_000002_media_lifecycle;
+mod m20261129_000003_moments;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261129_000001_foundation::Migration),
             Box::new(m20261129_000002_media_lifecycle::Migration),
+            Box::new(m20261129_000003_moments::Migration),
         ]
     }
 }

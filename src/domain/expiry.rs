@@ -27,6 +27,35 @@ pub fn expired_status_sql(alias: &str, now_param: usize) -> String {
     format!("{alias}.expires_at <= ${now_param}")
 }
 
+/// When a moment of `hours` created at `created_at` expires: never (`None`)
+/// when journaled (`hours` = 0).
+pub fn moment_expires_at(created_at: Millis, hours: i32) -> Option<Millis> {
+    (hours > 0).then(|| created_at.saturating_add(i64::from(hours) * 3_600_000))
+}
+
+/// SQL that keeps live moments of alias `alias` at `$now_param`: not deleted,
+/// and journaled or not yet expired.
+pub fn live_moment_sql(alias: &str, now_param: usize) -> String {
+    format!(
+        "({alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ${now_param}))"
+    )
+}
+
+/// SQL that keeps moments the expiry job soft-deletes at `$now_param`:
+/// ephemeral, not deleted, expired. Journaled moments (`expires_at IS NULL`)
+/// never match.
+pub fn expired_moment_sql(alias: &str, now_param: usize) -> String {
+    format!(
+        "{alias}.deleted_at IS NULL AND {alias}.expires_at IS NOT NULL AND {alias}.expires_at <= ${now_param}"
+    )
+}
+
+/// SQL that keeps moments soft-deleted at or before `$cutoff_param` (now minus
+/// the grace): the purge's, and past the reach of `restoreMoment`.
+pub fn purgeable_moment_sql(alias: &str, cutoff_param: usize) -> String {
+    format!("{alias}.deleted_at IS NOT NULL AND {alias}.deleted_at <= ${cutoff_param}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,5 +67,11 @@ mod tests {
         assert!(status_is_live(exp, 90_999));
         assert!(!status_is_live(exp, 91_000));
         assert_eq!(live_status_sql("s", 2), "s.expires_at > $2");
+    }
+
+    #[test]
+    fn journaled_moments_never_expire() {
+        assert_eq!(moment_expires_at(1_000, 0), None);
+        assert_eq!(moment_expires_at(1_000, 2), Some(7_201_000));
     }
 }

@@ -25,6 +25,10 @@ pub enum CursorKind {
     Friend = 3,
     FriendRequest = 4,
     StatusViewer = 5,
+    MomentFeed = 6,
+    UserMoments = 7,
+    LocationMoments = 8,
+    MomentLiker = 9,
 }
 
 /// Connection arguments as the client sent them.

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
 
-use super::Scope;
+use super::{BatchReport, Scope};
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
 use super::page::{Key, Page, PageQuery};
 use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
@@ -62,15 +62,25 @@ pub fn validate_bg_color(color: &str) -> AppResult<()> {
 
 /// A caption is at most 500 characters; a blank one counts as none.
 pub fn normalize_caption(caption: Option<String>) -> AppResult<Option<String>> {
-    let Some(caption) = caption.filter(|c| !c.trim().is_empty()) else {
+    normalize_text(caption, "caption", MAX_CAPTION)
+}
+
+/// Free text of at most `max` characters (named `field` in the error); a
+/// blank one counts as none.
+pub fn normalize_text(
+    text: Option<String>,
+    field: &str,
+    max: usize,
+) -> AppResult<Option<String>> {
+    let Some(text) = text.filter(|c| !c.trim().is_empty()) else {
         return Ok(None);
     };
-    if caption.chars().count() > MAX_CAPTION {
-        return Err(AppError::bad_input(
-            "caption must be at most 500 characters",
-        ));
+    if text.chars().count() > max {
+        return Err(AppError::bad_input(format!(
+            "{field} must be at most {max} characters"
+        )));
     }
-    Ok(Some(caption))
+    Ok(Some(text))
 }
 
 /// Posts a status that lives for the configured TTL.
@@ -462,13 +472,6 @@ pub async fn mark_seen(app: &AppState, viewer: i64, id: i64) -> AppResult<status
         .ok_or_else(|| AppError::not_found("status not found"))
 }
 
-/// What one purge run did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct PurgeReport {
-    pub deleted: u64,
-    pub batches: u64,
-}
-
 #[derive(Debug, FromQueryResult)]
 struct PurgedRow {
     author_id: i64,
@@ -483,16 +486,8 @@ pub async fn purge_expired(
     db: &DatabaseConnection,
     now: Millis,
     batch: u32,
-) -> AppResult<PurgeReport> {
-    let mut report = PurgeReport::default();
-    loop {
-        let deleted = purge_batch(db, now, batch).await?;
-        if deleted == 0 {
-            return Ok(report);
-        }
-        report.deleted += deleted;
-        report.batches += 1;
-    }
+) -> AppResult<BatchReport> {
+    super::drain_batches(|| purge_batch(db, now, batch)).await
 }
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {

@@ -156,9 +156,10 @@ pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppRes
 
 /// Deletes `id`'s account and everything it owns, after checking its
 /// password (`FORBIDDEN` if wrong, and nothing is deleted). In one
-/// transaction: every blob the user uploaded is queued for deletion, then the
-/// user row goes and its statuses, media, tray entry, seen rows and
-/// friendships go with it by cascade. Tokens of the account stop working.
+/// transaction: every blob the user uploaded is queued for deletion, the
+/// moments they liked lose that like, then the user row goes and its
+/// statuses, moments, likes, media, tray entry, seen rows and friendships go
+/// with it by cascade. Tokens of the account stop working.
 pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppResult<()> {
     let found: Option<user::Model> = db::fetch_one(
         &app.db,
@@ -176,7 +177,20 @@ pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppRes
     }
     let now = app.clock.now();
     let txn = app.db.begin().await?;
+    if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
+        // Lock the account first: an upload or like of this user that has not
+        // committed yet then waits, and fails, instead of being dropped by the
+        // cascade without its blob queued or its count corrected. (SQLite's
+        // single writer gives the same with the first write below.)
+        db::execute(
+            &txn,
+            "SELECT id FROM users WHERE id = $1 FOR UPDATE",
+            vec![id.into()],
+        )
+        .await?;
+    }
     super::media::queue_owner_blobs(&txn, id, now).await?;
+    super::like::forget_user(&txn, id).await?;
     let deleted = db::execute(&txn, "DELETE FROM users WHERE id = $1", vec![id.into()]).await?;
     if deleted == 0 {
         return Err(gone());

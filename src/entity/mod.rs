@@ -1,6 +1,8 @@
 //! SeaORM entities: the rows of the tables the domain reads and writes. They
 //! carry no GraphQL derives; `graphql::types` wraps them.
 
+pub mod location;
 pub mod media;
+pub mod moment;
 pub mod status;
 pub mod user;

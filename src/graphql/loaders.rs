@@ -1,10 +1,12 @@
 //! DataLoaders: every per-item lookup a page makes (authors, media, tray
-//! counts, seen state, view counts, friendship) is batched into one query.
+//! counts, seen state, view counts, friendship, locations, location counts,
+//! like state) is batched into one query.
 //!
 //! Batching by a timer alone depends on how fast a page resolves, so each
 //! page resolver also *primes* the loaders: it looks ahead at the fields the
 //! query asks of the page's items and loads them for the whole page in one
-//! call ([`prime_statuses`], [`prime_tray`], [`prime_users`]). Each HTTP
+//! call ([`prime_statuses`], [`prime_tray`], [`prime_users`],
+//! [`prime_moments`]). Each HTTP
 //! request gets its own loaders with a cache, so the items then read the
 //! primed values, and a page of 50 runs the same number of SQL statements as a
 //! page of 1. The schema also holds a set with the cache off, which
@@ -22,6 +24,7 @@ use sea_orm::DatabaseConnection;
 use crate::app::AppState;
 use crate::clock::Clock;
 use crate::domain::friend::{self, FriendshipState};
+use crate::domain::{like, location};
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
 use crate::entity::{self, media};
@@ -37,6 +40,9 @@ pub struct Loaders {
     pub seen: Cached<SeenLoader>,
     pub view_counts: Cached<ViewCountLoader>,
     pub friendship: Cached<FriendshipLoader>,
+    pub locations: Cached<LocationLoader>,
+    pub location_counts: Cached<LocationCountLoader>,
+    pub liked: Cached<LikedLoader>,
 }
 
 fn loader<T: Loader<K>, K: Send + Sync + std::hash::Hash + Eq + Clone + 'static>(
@@ -71,21 +77,32 @@ impl Loaders {
             seen: loader(SeenLoader(b()), cache),
             view_counts: loader(ViewCountLoader(b()), cache),
             friendship: loader(FriendshipLoader(b()), cache),
+            locations: loader(LocationLoader(b()), cache),
+            location_counts: loader(LocationCountLoader(b()), cache),
+            liked: loader(LikedLoader(b()), cache),
         }
     }
 }
 
+/// Where a connection's items sit below the field being resolved.
+const CONNECTION_ITEMS: &[&[&str]] = &[&["nodes"], &["edges", "node"]];
+
 /// Whether the query asks for `path` below each item of the connection being
 /// resolved (through `nodes` or `edges { node }`).
 fn wants(ctx: &Context<'_>, path: &[&str]) -> bool {
-    let walk = |mut l: async_graphql::Lookahead<'_>| {
-        for p in path {
+    wants_below(ctx, CONNECTION_ITEMS, path)
+}
+
+/// Whether the query asks for `path` below any of the item positions `items`
+/// of the field being resolved.
+fn wants_below(ctx: &Context<'_>, items: &[&[&str]], path: &[&str]) -> bool {
+    items.iter().any(|root| {
+        let mut l = ctx.look_ahead();
+        for p in root.iter().chain(path) {
             l = l.field(p);
         }
         l.exists()
-    };
-    let la = ctx.look_ahead();
-    walk(la.field("nodes")) || walk(la.field("edges").field("node"))
+    })
 }
 
 /// Primes what a page of users (found at `path` below each item) will ask for.
@@ -144,6 +161,41 @@ pub async fn prime_tray(ctx: &Context<'_>, authors: &[i64]) -> AppResult<()> {
         l.tray_counts
             .load_many(authors.iter().map(|&a| (v, a)))
             .await?;
+    }
+    Ok(())
+}
+
+/// Primes what the moments found at `items` below the field being resolved
+/// (a connection's `nodes`/`edges.node`, or the map's pins) will ask for.
+pub async fn prime_moments(
+    ctx: &Context<'_>,
+    items: &[&[&str]],
+    moments: &[&entity::moment::Model],
+) -> AppResult<()> {
+    let l = loaders(ctx)?;
+    let viewer = viewer(ctx).id();
+    let wanted = |path: &[&str]| wants_below(ctx, items, path);
+    if wanted(&["author"]) {
+        let authors: Vec<i64> = moments.iter().map(|m| m.author_id).collect();
+        l.users.load_many(authors.iter().copied()).await?;
+        prime_users(ctx, &authors, &["author"]).await?;
+    }
+    if wanted(&["media"]) {
+        l.media.load_many(moments.iter().map(|m| m.media_id)).await?;
+    }
+    let located: Vec<i64> = moments.iter().filter_map(|m| m.location_id).collect();
+    if wanted(&["location"]) {
+        l.locations.load_many(located.iter().copied()).await?;
+    }
+    if wanted(&["location", "momentCount"]) {
+        l.location_counts
+            .load_many(located.iter().map(|&id| (viewer, id)))
+            .await?;
+    }
+    if let Some(v) = viewer
+        && wanted(&["viewerHasLiked"])
+    {
+        l.liked.load_many(moments.iter().map(|m| (v, m.id))).await?;
     }
     Ok(())
 }
@@ -252,6 +304,56 @@ impl Loader<(i64, i64)> for FriendshipLoader {
         for (viewer, others) in by_viewer(keys) {
             let states = friend::states(&self.0.db, viewer, &others).await?;
             out.extend(states.into_iter().map(|(o, s)| ((viewer, o), s)));
+        }
+        Ok(out)
+    }
+}
+
+/// Locations by id.
+pub struct LocationLoader(Base);
+
+impl Loader<i64> for LocationLoader {
+    type Value = entity::location::Model;
+    type Error = AppError;
+
+    async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, entity::location::Model>> {
+        location::find_by_ids(&self.0.db, keys).await
+    }
+}
+
+/// Live moments a viewer may see at each location, by (viewer, location).
+pub struct LocationCountLoader(Base);
+
+impl Loader<(Option<i64>, i64)> for LocationCountLoader {
+    type Value = i64;
+    type Error = AppError;
+
+    async fn load(
+        &self,
+        keys: &[(Option<i64>, i64)],
+    ) -> AppResult<HashMap<(Option<i64>, i64), i64>> {
+        let now = self.0.clock.now();
+        let mut out = HashMap::new();
+        for (viewer, ids) in by_viewer(keys) {
+            let counts = location::moment_counts(&self.0.db, viewer, &ids, now).await?;
+            out.extend(counts.into_iter().map(|(id, n)| ((viewer, id), n)));
+        }
+        Ok(out)
+    }
+}
+
+/// Whether (viewer, moment) is liked.
+pub struct LikedLoader(Base);
+
+impl Loader<(i64, i64)> for LikedLoader {
+    type Value = bool;
+    type Error = AppError;
+
+    async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), bool>> {
+        let mut out = HashMap::new();
+        for (viewer, ids) in by_viewer(keys) {
+            let liked = like::liked_by(&self.0.db, viewer, &ids).await?;
+            out.extend(ids.into_iter().map(|id| ((viewer, id), liked.contains(&id))));
         }
         Ok(out)
     }

@@ -6,6 +6,8 @@
 //! (`SKIP LOCKED`) keeps them apart.
 
 pub mod media_gc;
+pub mod moment_expiry;
+pub mod moment_purge;
 pub mod status_purge;
 
 use std::future::Future;
@@ -20,23 +22,54 @@ use crate::error::{AppError, AppResult};
 
 /// Runs one job once, now, and describes what it did.
 pub async fn run_by_name(state: &AppState, name: JobName) -> AppResult<String> {
+    Ok(run(state, name).await?.1)
+}
+
+/// Runs one job once at the clock's time: whether it did anything, and what.
+async fn run(state: &AppState, name: JobName) -> AppResult<(bool, String)> {
     let now = state.clock.now();
-    match name {
+    Ok(match name {
         JobName::StatusPurge => {
-            let report = status_purge::run_once(state, now).await?;
-            Ok(format!(
-                "status-purge: deleted {} expired statuses in {} batches",
-                report.deleted, report.batches
-            ))
+            let r = status_purge::run_once(state, now).await?;
+            (
+                r.rows > 0,
+                format!(
+                    "status-purge: deleted {} expired statuses in {} batches",
+                    r.rows, r.batches
+                ),
+            )
         }
         JobName::MediaGc => {
             let r = media_gc::run_once(state, now).await?;
-            Ok(format!(
-                "media-gc: swept {} unattached uploads, deleted {} blobs, {} deletions failed (queued for retry)",
-                r.swept, r.deleted, r.failed
-            ))
+            (
+                r != media_gc::MediaGcReport::default(),
+                format!(
+                    "media-gc: swept {} unattached uploads, deleted {} blobs, {} deletions failed (queued for retry)",
+                    r.swept, r.deleted, r.failed
+                ),
+            )
         }
-    }
+        JobName::MomentExpiry => {
+            let r = moment_expiry::run_once(state, now).await?;
+            (
+                r.rows > 0,
+                format!(
+                    "moment-expiry: soft-deleted {} expired moments in {} batches",
+                    r.rows, r.batches
+                ),
+            )
+        }
+        JobName::MomentPurge => {
+            let r = moment_purge::run_once(state, now).await?;
+            (
+                r.rows > 0,
+                format!(
+                    "moment-purge: deleted {} moments past the grace in {} batches",
+                    r.rows, r.batches
+                ),
+            )
+        }
+    })
 }
 
 /// The running scheduler.
@@ -50,39 +83,23 @@ impl Scheduler {
         let inner = JobScheduler::new()
             .await
             .map_err(|e| AppError::internal("creating the job scheduler", e))?;
-        let cron = state.config.status_purge_cron.clone();
-        add(
-            &inner,
-            "status-purge",
-            &cron,
-            state.clone(),
-            |s| async move {
-                let report = status_purge::run_once(&s, s.clock.now()).await?;
-                if report.deleted > 0 {
-                    tracing::info!(
-                        deleted = report.deleted,
-                        batches = report.batches,
-                        "status purge"
-                    );
+        let c = &state.config;
+        let jobs = [
+            (JobName::StatusPurge, "status-purge", c.status_purge_cron.clone()),
+            (JobName::MediaGc, "media-gc", c.media_gc_cron.clone()),
+            (JobName::MomentExpiry, "moment-expiry", c.moment_expiry_cron.clone()),
+            (JobName::MomentPurge, "moment-purge", c.moment_purge_cron.clone()),
+        ];
+        for (job, label, cron) in jobs {
+            add(&inner, label, &cron, state.clone(), move |s| async move {
+                let (did, what) = run(&s, job).await?;
+                if did {
+                    tracing::info!(job = label, "{what}");
                 }
                 Ok(())
-            },
-        )
-        .await?;
-        let cron = state.config.media_gc_cron.clone();
-        add(&inner, "media-gc", &cron, state, |s| async move {
-            let r = media_gc::run_once(&s, s.clock.now()).await?;
-            if r != media_gc::MediaGcReport::default() {
-                tracing::info!(
-                    swept = r.swept,
-                    deleted = r.deleted,
-                    failed = r.failed,
-                    "media gc"
-                );
-            }
-            Ok(())
-        })
-        .await?;
+            })
+            .await?;
+        }
         inner
             .start()
             .await

@@ -4,10 +4,11 @@
 
 use crate::app::AppState;
 use crate::clock::Millis;
-use crate::domain::status::{self, PurgeReport};
+use crate::domain::BatchReport;
+use crate::domain::status;
 use crate::error::AppResult;
 
 /// Purges everything expired at `now`.
-pub async fn run_once(state: &AppState, now: Millis) -> AppResult<PurgeReport> {
+pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
     status::purge_expired(&state.db, now, state.config.status_purge_batch).await
 }

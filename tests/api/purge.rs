@@ -44,7 +44,7 @@ async fn backlog_drains_in_one_run(app: &TestApp) {
     let report = status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(report.deleted, 30);
+    assert_eq!(report.rows, 30);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 1);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_views").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 1);
@@ -71,7 +71,7 @@ async fn backlog_drains_in_one_run(app: &TestApp) {
     let again = status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(again.deleted, 0);
+    assert_eq!(again.rows, 0);
 }
 
 /// With a batch smaller than the backlog, one run still drains all of it.
@@ -92,7 +92,7 @@ async fn small_batches(backend: Backend) {
     let report = status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(report.deleted, 50);
+    assert_eq!(report.rows, 50);
     assert_eq!(report.batches, 8); // 7 x 7 + 1
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
@@ -108,7 +108,7 @@ async fn concurrent_purges_share_the_work(app: &TestApp) {
         status_purge::run_once(&app.state, now),
         status_purge::run_once(&app.state, now),
     );
-    let total = a.unwrap().deleted + b.unwrap().deleted + c.unwrap().deleted;
+    let total = a.unwrap().rows + b.unwrap().rows + c.unwrap().rows;
     assert_eq!(total, 100, "every row deleted exactly once");
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
 }
@@ -133,12 +133,12 @@ async fn skip_locked_leaves_claimed_rows_to_their_owner() {
     .await
     .expect("the purge never waits for locked rows")
     .unwrap();
-    assert_eq!(report.deleted, 7);
+    assert_eq!(report.rows, 7);
     holder.rollback().await.unwrap();
     let rest = status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(rest.deleted, 3);
+    assert_eq!(rest.rows, 3);
     app.finish().await;
 }
 

@@ -2,6 +2,7 @@
 
 mod friend;
 mod media;
+mod moment;
 mod status;
 mod user;
 
@@ -15,4 +16,5 @@ pub struct MutationRoot(
     friend::FriendMutation,
     media::MediaMutation,
     status::StatusMutation,
+    moment::MomentMutation,
 );

@@ -1,5 +1,6 @@
 //! The query root, merged from one object per area.
 
+mod moment;
 mod node;
 mod status;
 mod user;
@@ -11,4 +12,9 @@ use async_graphql::MergedObject;
 /// The query root.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct QueryRoot(node::NodeQuery, user::UserQuery, status::StatusQuery);
+pub struct QueryRoot(
+    node::NodeQuery,
+    user::UserQuery,
+    status::StatusQuery,
+    moment::MomentQuery,
+);

@@ -2,9 +2,9 @@
 
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::{media, status, user};
+use crate::domain::{location, media, moment, status, user};
 use crate::error::AppError;
-use crate::graphql::types::{Media, Node, Status, User, parse_id};
+use crate::graphql::types::{Location, Media, Moment, Node, Status, User, parse_id};
 use crate::graphql::{app, viewer};
 
 const MAX_NODES: usize = 100;
@@ -35,6 +35,8 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
     let now = app.clock.now();
     let users = user::find_by_ids(&app.db, &numbers).await?;
     let statuses = status::find_live_by_ids(&app.db, &numbers, now).await?;
+    let moments = moment::find_readable_by_ids(&app.db, viewer(ctx).id(), &numbers, now).await?;
+    let locations = location::find_by_ids(&app.db, &numbers).await?;
     let media = match viewer(ctx).id() {
         Some(v) => media::find_owned_by_ids(&app.db, v, &numbers).await?,
         None => Default::default(),
@@ -48,6 +50,12 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
             }
             if let Some(s) = statuses.get(&n) {
                 return Some(Node::Status(Status::new(s.clone())));
+            }
+            if let Some(m) = moments.get(&n) {
+                return Some(Node::Moment(Moment::new(m.clone())));
+            }
+            if let Some(l) = locations.get(&n) {
+                return Some(Node::Location(Location::new(l.clone())));
             }
             media.get(&n).map(|m| Node::Media(Media(m.clone())))
         })

@@ -4,10 +4,15 @@
 //! description in the schema.
 
 mod media;
+mod moment;
 mod status;
 mod user;
 
 pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
+pub use moment::{
+    BoundingBoxInput, CreateMomentInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment,
+    MomentPin, Visibility, moments_of,
+};
 pub use status::{CreateStatusInput, Status, StoryTrayEntry};
 pub use user::{AuthPayload, SignInInput, SignUpInput, User, load_user};
 
@@ -166,4 +171,6 @@ pub enum Node {
     User(User),
     Status(Status),
     Media(Media),
+    Moment(Moment),
+    Location(Location),
 }

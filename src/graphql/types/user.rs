@@ -3,8 +3,9 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
-use super::{DateTime, FriendshipState, Status, forward_query, id, list_cost, user_connection};
+use super::{DateTime, FriendshipState, Moment, Status, forward_query, id, list_cost, user_connection};
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
+use crate::domain::moment::MomentList;
 use crate::domain::page::{CursorKind, Page, PageArgs};
 use crate::domain::user::Profile;
 use crate::error::AppError;
@@ -63,6 +64,28 @@ impl User {
                 last,
                 before,
             },
+        )
+        .await
+    }
+
+    /// This user's live moments that the viewer may see, newest first; journaled: true gives the diary.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn moments(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+        journaled: Option<bool>,
+    ) -> Result<Connection<String, Moment>> {
+        super::moments_of(
+            ctx,
+            CursorKind::UserMoments,
+            MomentList::Author {
+                author: self.0.id,
+                journaled,
+            },
+            first,
+            after,
         )
         .await
     }

@@ -1,0 +1,192 @@
+//! The map: what a viewer sees inside a box.
+//!
+//! Standalone moments (no location) are pins at their own coordinates; each
+//! location with at least one live moment the viewer may see is one pin whose
+//! badge counts only those moments, so a badge never reveals a moment the
+//! viewer may not see. A location-attached moment is never pinned on its own.
+//!
+//! Both queries walk the grid cells of the box (`domain::geo`) through an
+//! index, so their cost follows what lies in the box, not what is stored.
+//! Markers are ordered by their newest moment, newest first; when more than
+//! `limit` are in the box the newest `limit` are kept and `truncated` is set.
+
+use sea_orm::{ConnectionTrait, FromQueryResult, Value};
+
+use super::geo::BoundingBox;
+use super::moment::readable_sql;
+use crate::clock::Millis;
+use crate::db;
+use crate::entity::{location, moment};
+use crate::error::{AppError, AppResult};
+
+/// The most markers one answer holds.
+pub const MAX_MARKERS: u32 = 1000;
+
+/// One marker.
+#[derive(Clone, Debug)]
+pub enum Marker {
+    /// A standalone moment.
+    Moment(moment::Model),
+    /// A location and how many of its live moments the viewer may see (never 0).
+    Location(location::Model, i64),
+}
+
+/// What the map shows in a box.
+#[derive(Clone, Debug, Default)]
+pub struct Markers {
+    pub markers: Vec<Marker>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct LocationPinRow {
+    id: i64,
+    name: String,
+    name_key: String,
+    latitude: f64,
+    longitude: f64,
+    map_cell: i64,
+    created_at: i64,
+    badge: i64,
+    latest: i64,
+}
+
+/// The SQL that keeps rows of alias `a` inside `bbox`: its cell ranges (for
+/// the index) and the exact edges, with parameters appended to `values`.
+fn in_box_sql(a: &str, bbox: &BoundingBox, values: &mut Vec<Value>) -> String {
+    let param = |v: f64, values: &mut Vec<Value>| {
+        values.push(v.into());
+        format!("${}", values.len())
+    };
+    let ranges: Vec<String> = bbox
+        .cell_ranges()
+        .into_iter()
+        .map(|(lo, hi)| {
+            values.push(lo.into());
+            values.push(hi.into());
+            format!("{a}.map_cell BETWEEN ${} AND ${}", values.len() - 1, values.len())
+        })
+        .collect();
+    let south = param(bbox.south, values);
+    let north = param(bbox.north, values);
+    let west = param(bbox.west, values);
+    let east = param(bbox.east, values);
+    let lon = if bbox.crosses_antimeridian() {
+        format!("({a}.longitude >= {west} OR {a}.longitude <= {east})")
+    } else {
+        format!("{a}.longitude BETWEEN {west} AND {east}")
+    };
+    format!(
+        "({}) AND {a}.latitude BETWEEN {south} AND {north} AND {lon}",
+        ranges.join(" OR ")
+    )
+}
+
+/// Checks a requested marker limit: not negative; above 1,000 is clamped.
+pub fn clamp_limit(limit: i32) -> AppResult<u32> {
+    let limit =
+        u32::try_from(limit).map_err(|_| AppError::bad_input("limit must not be negative"))?;
+    Ok(limit.min(MAX_MARKERS))
+}
+
+/// The markers `viewer` sees inside `bbox`, at most `limit` (see the module doc).
+pub async fn markers<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    bbox: &BoundingBox,
+    limit: u32,
+    now: Millis,
+) -> AppResult<Markers> {
+    bbox.validate()?;
+    let fetch = i64::from(limit) + 1;
+    let base = || vec![now.into(), viewer.unwrap_or(0).into()];
+
+    let mut values = base();
+    let in_box = in_box_sql("m", bbox, &mut values);
+    values.push(fetch.into());
+    let moments: Vec<moment::Model> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT m.* FROM moments m \
+             WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {in_box} AND {} \
+             ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
+            readable_sql("m", 1, 2),
+            values.len()
+        ),
+        values,
+    )
+    .await?;
+
+    let mut values = base();
+    let in_box = in_box_sql("l", bbox, &mut values);
+    values.push(fetch.into());
+    let locations: Vec<LocationPinRow> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, \
+               l.created_at, COUNT(*) AS badge, MAX(m.created_at) AS latest \
+             FROM locations l JOIN moments m ON m.location_id = l.id \
+             WHERE {in_box} AND {} \
+             GROUP BY l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at \
+             ORDER BY latest DESC, l.id DESC LIMIT ${}",
+            readable_sql("m", 1, 2),
+            values.len()
+        ),
+        values,
+    )
+    .await?;
+
+    // Merge by newest moment; a location pin sorts by its newest moment too.
+    let mut all: Vec<((i64, i64), Marker)> = moments
+        .into_iter()
+        .map(|m| ((m.created_at, m.id), Marker::Moment(m)))
+        .chain(locations.into_iter().map(|r| {
+            let key = (r.latest, r.id);
+            let l = location::Model {
+                id: r.id,
+                name: r.name,
+                name_key: r.name_key,
+                latitude: r.latitude,
+                longitude: r.longitude,
+                map_cell: r.map_cell,
+                created_at: r.created_at,
+            };
+            (key, Marker::Location(l, r.badge))
+        }))
+        .collect();
+    all.sort_by(|a, b| b.0.cmp(&a.0));
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let truncated = all.len() > limit;
+    all.truncate(limit);
+    Ok(Markers {
+        markers: all.into_iter().map(|(_, m)| m).collect(),
+        truncated,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits() {
+        assert_eq!(clamp_limit(5000).unwrap(), MAX_MARKERS);
+        assert_eq!(clamp_limit(0).unwrap(), 0);
+        assert!(clamp_limit(-1).is_err());
+    }
+
+    #[test]
+    fn box_sql_uses_cells_and_edges() {
+        let mut values = Vec::new();
+        let bbox = BoundingBox {
+            south: -1.0,
+            west: 179.0,
+            north: 1.0,
+            east: -179.0,
+        };
+        let sql = in_box_sql("m", &bbox, &mut values);
+        assert!(sql.contains("m.map_cell BETWEEN $1 AND $2"));
+        assert!(sql.contains("(m.longitude >= $"));
+        assert_eq!(values.len() % 2, 0);
+    }
+}

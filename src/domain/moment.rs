@@ -1,0 +1,448 @@
+//! Moments: create, read, delete and restore, and the two lifecycle jobs.
+//!
+//! A moment is ephemeral (`durationHours` 1..168 stamps `expires_at`) or
+//! journaled (`durationHours` 0: no `expires_at`, never expires). Deleting
+//! soft-deletes (`deleted_at`); the author can restore within the grace
+//! (`EPHEMERA_MOMENT_GRACE`, 7 days). The expiry job soft-deletes expired
+//! ephemeral moments; the purge hard-deletes moments soft-deleted more than
+//! the grace ago, with their likes (cascade) and media (deletion outbox).
+//!
+//! Every read goes through [`readable_sql`]: live and visible to the viewer,
+//! in SQL, so no page is filtered after fetching and no read waits for a job.
+
+use std::collections::HashMap;
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
+
+use super::expiry::{
+    expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql,
+};
+use super::geo::{map_cell, validate_point};
+use super::page::{Key, Page, PageQuery};
+use super::visibility::{scope_sql, visible_moment_sql};
+use super::{BatchReport, Scope};
+use crate::app::AppState;
+use crate::clock::{Millis, duration_millis};
+use crate::db::{self, is_unique_violation, placeholders};
+use crate::entity::moment;
+use crate::error::{AppError, AppResult};
+
+const MAX_CAPTION: usize = 2200;
+const MAX_HOURS: i32 = 168;
+
+/// Who may see a moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Visibility {
+    /// Anyone, signed in or not.
+    Public,
+    /// The author and the author's accepted friends.
+    FriendsOnly,
+}
+
+impl Visibility {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Visibility::Public => "PUBLIC",
+            Visibility::FriendsOnly => "FRIENDS_ONLY",
+        }
+    }
+
+    /// From the stored form (anything unknown is the stricter one).
+    pub fn from_stored(s: &str) -> Self {
+        if s == "PUBLIC" {
+            Visibility::Public
+        } else {
+            Visibility::FriendsOnly
+        }
+    }
+}
+
+/// Input of [`create`].
+#[derive(Debug)]
+pub struct NewMoment {
+    pub media_id: i64,
+    pub caption: Option<String>,
+    pub latitude: f64,
+    pub longitude: f64,
+    pub duration_hours: i32,
+    pub visibility: Visibility,
+    pub location_id: Option<i64>,
+    pub place_name: Option<String>,
+}
+
+/// SQL that keeps the moments of alias `m` that are live at `$now_param` and
+/// visible to viewer `$viewer_param` (0 when anonymous). Every read path,
+/// count and like builds on this one rule.
+pub fn readable_sql(m: &str, now_param: usize, viewer_param: usize) -> String {
+    format!(
+        "{} AND {}",
+        live_moment_sql(m, now_param),
+        visible_moment_sql(m, viewer_param)
+    )
+}
+
+/// 0 (journaled) or 1..168 hours.
+pub fn validate_duration(hours: i32) -> AppResult<()> {
+    if hours == 0 || (1..=MAX_HOURS).contains(&hours) {
+        Ok(())
+    } else {
+        Err(AppError::bad_input(
+            "durationHours must be 0 (journaled) or 1 to 168",
+        ))
+    }
+}
+
+/// Checks everything about a new moment that needs no database.
+pub fn validate(input: &mut NewMoment) -> AppResult<()> {
+    validate_point(input.latitude, input.longitude)?;
+    validate_duration(input.duration_hours)?;
+    input.caption = super::status::normalize_text(input.caption.take(), "caption", MAX_CAPTION)?;
+    if input.location_id.is_some() && input.place_name.is_some() {
+        return Err(AppError::bad_input(
+            "pass locationId or placeName, not both",
+        ));
+    }
+    if let Some(name) = &input.place_name {
+        super::location::normalize_name(name)?;
+    }
+    Ok(())
+}
+
+/// Posts a moment. Its media must be an upload of the author's not attached
+/// elsewhere; `locationId` must name a location; `placeName` resolves to a
+/// location (see `domain::location`).
+pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppResult<moment::Model> {
+    validate(&mut input)?;
+    if let Some(id) = input.location_id
+        && super::location::find(&app.db, id).await?.is_none()
+    {
+        return Err(AppError::not_found("location not found"));
+    }
+    super::media::prepare(app, author, input.media_id).await?;
+    let now = app.clock.now();
+    let journaled = input.duration_hours == 0;
+    let mut row = moment::Model {
+        id: app.ids.next_id(),
+        author_id: author,
+        media_id: input.media_id,
+        caption: input.caption,
+        latitude: input.latitude,
+        longitude: input.longitude,
+        map_cell: map_cell(input.latitude, input.longitude),
+        location_id: input.location_id,
+        visibility: input.visibility.as_str().to_owned(),
+        is_journaled: journaled,
+        duration_hours: input.duration_hours,
+        expires_at: moment_expires_at(now, input.duration_hours),
+        created_at: now,
+        deleted_at: None,
+        likes_count: 0,
+    };
+    let txn = app.db.begin().await?;
+    // Each branch starts with a write (see `db`): the place name's row, or the media.
+    if let Some(name) = &input.place_name {
+        let id = super::location::resolve(
+            &txn,
+            name,
+            row.latitude,
+            row.longitude,
+            now,
+            app.ids.next_id(),
+        )
+        .await?;
+        row.location_id = Some(id);
+    }
+    super::media::attach(&txn, author, row.media_id, now).await?;
+    let inserted = txn
+        .execute_raw(db::stmt(
+            txn.get_database_backend(),
+            "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, \
+               location_id, visibility, is_journaled, duration_hours, expires_at, created_at, \
+               deleted_at, likes_count) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, 0)",
+            vec![
+                row.id.into(),
+                row.author_id.into(),
+                row.media_id.into(),
+                row.caption.clone().into(),
+                row.latitude.into(),
+                row.longitude.into(),
+                row.map_cell.into(),
+                row.location_id.into(),
+                row.visibility.clone().into(),
+                row.is_journaled.into(),
+                row.duration_hours.into(),
+                row.expires_at.into(),
+                row.created_at.into(),
+            ],
+        ))
+        .await;
+    match inserted {
+        Err(e) if is_unique_violation(&e) => {
+            return Err(AppError::bad_input("this media is already attached"));
+        }
+        Err(e) => return Err(e.into()),
+        Ok(_) => {}
+    }
+    txn.commit().await?;
+    Ok(row)
+}
+
+/// Moments by id that are live and that `viewer` may see.
+pub async fn find_readable_by_ids<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    ids: &[i64],
+    now: Millis,
+) -> AppResult<HashMap<i64, moment::Model>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
+    values.extend(ids.iter().map(|&i| i.into()));
+    let rows: Vec<moment::Model> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT m.* FROM moments m WHERE m.id IN ({}) AND {}",
+            placeholders(3, ids.len()),
+            readable_sql("m", 1, 2)
+        ),
+        values,
+    )
+    .await?;
+    Ok(rows.into_iter().map(|m| (m.id, m)).collect())
+}
+
+/// A moment by id, if live and visible to `viewer`.
+pub async fn find_readable<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    id: i64,
+    now: Millis,
+) -> AppResult<Option<moment::Model>> {
+    Ok(find_readable_by_ids(db, viewer, &[id], now)
+        .await?
+        .remove(&id))
+}
+
+/// Which list of moments a page is taken from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MomentList {
+    /// Everything the viewer may see, or only their own and friends'.
+    Feed(Scope),
+    /// One author's; `Some(true)` is the diary, `Some(false)` the ephemeral ones.
+    Author { author: i64, journaled: Option<bool> },
+    /// Those attached to a location.
+    Location(i64),
+}
+
+/// A page of live moments `viewer` may see, newest first.
+pub async fn page<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    list: MomentList,
+    now: Millis,
+    q: &PageQuery,
+) -> AppResult<Page<moment::Model>> {
+    if list == MomentList::Feed(Scope::Friends) && viewer.is_none() {
+        return Err(AppError::sign_in_required());
+    }
+    let mut sql = format!("SELECT m.* FROM moments m WHERE {}", readable_sql("m", 1, 2));
+    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
+    match list {
+        MomentList::Feed(scope) => {
+            sql.push_str(&format!(" AND {}", scope_sql(scope, "m.author_id", 2)));
+        }
+        MomentList::Author { author, journaled } => {
+            sql.push_str(" AND m.author_id = $3");
+            values.push(author.into());
+            if let Some(j) = journaled {
+                sql.push_str(" AND m.is_journaled = $4");
+                values.push(j.into());
+            }
+        }
+        MomentList::Location(location) => {
+            sql.push_str(" AND m.location_id = $3");
+            values.push(location.into());
+        }
+    }
+    q.push_sql(&mut sql, &mut values, "m.created_at", "m.id");
+    let rows: Vec<moment::Model> = db::fetch_all(db, &sql, values).await?;
+    Ok(q.page(rows, |m| Key {
+        ts: m.created_at,
+        id: m.id,
+    }))
+}
+
+#[derive(Debug, FromQueryResult)]
+struct AuthorRow {
+    author_id: i64,
+}
+
+/// Soft-deletes the viewer's live moment at once. `NOT_FOUND` if the viewer
+/// cannot see a live moment with this id, `FORBIDDEN` if it is someone
+/// else's that they can see.
+pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
+    let now = app.clock.now();
+    let updated = db::execute(
+        &app.db,
+        &format!(
+            "UPDATE moments SET deleted_at = $1 WHERE id = $2 AND author_id = $3 AND {}",
+            live_moment_sql("moments", 1)
+        ),
+        vec![now.into(), id.into(), viewer.into()],
+    )
+    .await?;
+    if updated == 1 {
+        return Ok(id);
+    }
+    Err(match find_readable(&app.db, Some(viewer), id, now).await? {
+        Some(_) => AppError::forbidden("only the author may delete a moment"),
+        None => AppError::not_found("moment not found"),
+    })
+}
+
+/// Undoes [`delete`] within the grace, for the author only. A live moment is
+/// returned as it is; one deleted more than the grace ago, or someone
+/// else's, is `NOT_FOUND`; one that expired meanwhile cannot come back
+/// (`BAD_USER_INPUT`).
+pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::Model> {
+    let now = app.clock.now();
+    let cutoff = now - duration_millis(app.config.moment_grace);
+    let restored: Vec<moment::Model> = db::fetch_all(
+        &app.db,
+        "UPDATE moments SET deleted_at = NULL \
+         WHERE id = $1 AND author_id = $2 AND deleted_at IS NOT NULL AND deleted_at > $3 \
+           AND (expires_at IS NULL OR expires_at > $4) RETURNING *",
+        vec![id.into(), viewer.into(), cutoff.into(), now.into()],
+    )
+    .await?;
+    if let Some(m) = restored.into_iter().next() {
+        return Ok(m);
+    }
+    let own: Option<moment::Model> = db::fetch_one(
+        &app.db,
+        "SELECT * FROM moments WHERE id = $1 AND author_id = $2",
+        vec![id.into(), viewer.into()],
+    )
+    .await?;
+    let not_found = || AppError::not_found("moment not found");
+    let Some(m) = own else {
+        return Err(not_found());
+    };
+    match m.deleted_at {
+        None if m.expires_at.is_none_or(|e| e > now) => Ok(m),
+        Some(at) if at <= cutoff => Err(not_found()),
+        _ => Err(AppError::bad_input(
+            "this moment has expired and cannot be restored",
+        )),
+    }
+}
+
+/// Soft-deletes ephemeral moments expired at `now`, `batch` per transaction,
+/// until none is left. Journaled moments never match.
+pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
+    super::drain_batches(|| async move {
+        let txn = db.begin().await?;
+        let skip_locked = db::skip_locked(txn.get_database_backend());
+        let n = db::execute(
+            &txn,
+            &format!(
+                "UPDATE moments SET deleted_at = $1 WHERE id IN ( \
+                   SELECT p.id FROM moments p WHERE {} ORDER BY p.expires_at LIMIT $2{skip_locked})",
+                expired_moment_sql("p", 1)
+            ),
+            vec![now.into(), i64::from(batch).into()],
+        )
+        .await?;
+        txn.commit().await?;
+        Ok(n)
+    })
+    .await
+}
+
+#[derive(Debug, FromQueryResult)]
+struct MediaRow {
+    media_id: i64,
+}
+
+/// Hard-deletes moments soft-deleted more than `grace` before `now`, `batch`
+/// per transaction, until none is left; their likes go by cascade and their
+/// media rows go in the same transaction with the blobs queued for deletion.
+pub async fn purge(
+    db: &DatabaseConnection,
+    now: Millis,
+    grace: std::time::Duration,
+    batch: u32,
+) -> AppResult<BatchReport> {
+    let cutoff = now - duration_millis(grace);
+    super::drain_batches(|| async move {
+        let txn = db.begin().await?;
+        let skip_locked = db::skip_locked(txn.get_database_backend());
+        let rows: Vec<MediaRow> = db::fetch_all(
+            &txn,
+            &format!(
+                "DELETE FROM moments WHERE id IN ( \
+                   SELECT p.id FROM moments p WHERE {} ORDER BY p.deleted_at LIMIT $2{skip_locked} \
+                 ) RETURNING media_id",
+                purgeable_moment_sql("p", 1)
+            ),
+            vec![cutoff.into(), i64::from(batch).into()],
+        )
+        .await?;
+        let media: Vec<i64> = rows.iter().map(|r| r.media_id).collect();
+        super::media::delete_by_ids(&txn, &media, now).await?;
+        txn.commit().await?;
+        Ok(rows.len() as u64)
+    })
+    .await
+}
+
+/// The author of a moment `viewer` may see (for the author-only fields).
+pub async fn author_of<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option<i64>> {
+    let row: Option<AuthorRow> = db::fetch_one(
+        db,
+        "SELECT author_id FROM moments WHERE id = $1",
+        vec![id.into()],
+    )
+    .await?;
+    Ok(row.map(|r| r.author_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert!(validate_duration(0).is_ok());
+        assert!(validate_duration(1).is_ok());
+        assert!(validate_duration(168).is_ok());
+        assert!(validate_duration(169).is_err());
+        assert!(validate_duration(-1).is_err());
+    }
+
+    #[test]
+    fn inputs_are_checked() {
+        let mut m = NewMoment {
+            media_id: 1,
+            caption: Some("é".repeat(2200)),
+            latitude: 48.85,
+            longitude: 2.35,
+            duration_hours: 24,
+            visibility: Visibility::FriendsOnly,
+            location_id: None,
+            place_name: None,
+        };
+        assert!(validate(&mut m).is_ok());
+        m.caption = Some("é".repeat(2201));
+        assert!(validate(&mut m).is_err());
+        m.caption = None;
+        m.location_id = Some(1);
+        m.place_name = Some("Somewhere".into());
+        assert!(validate(&mut m).is_err());
+        assert_eq!(Visibility::from_stored("PUBLIC"), Visibility::Public);
+        assert_eq!(Visibility::from_stored("?"), Visibility::FriendsOnly);
+    }
+}

@@ -1,0 +1,78 @@
+//! Moments: create, delete, restore, like.
+
+use async_graphql::{Context, ID, Object, Result};
+
+use crate::domain::like::{self, LikeChange};
+use crate::domain::moment::{self, NewMoment};
+use crate::graphql::types::{CreateMomentInput, Moment, Visibility, id, require_id};
+use crate::graphql::{app, member};
+
+#[derive(Default)]
+pub struct MomentMutation;
+
+#[Object]
+impl MomentMutation {
+    /// Posts a moment: an uploaded image at a place, for `durationHours` (or journaled with 0).
+    async fn create_moment(&self, ctx: &Context<'_>, input: CreateMomentInput) -> Result<Moment> {
+        let v = member(ctx).await?;
+        let media_id = require_id(&input.media_id, "media")?;
+        let location_id = input
+            .location_id
+            .as_ref()
+            .map(|l| require_id(l, "location"))
+            .transpose()?;
+        let created = moment::create(
+            app(ctx)?,
+            v,
+            NewMoment {
+                media_id,
+                caption: input.caption,
+                latitude: input.latitude,
+                longitude: input.longitude,
+                duration_hours: input.duration_hours.unwrap_or(24),
+                visibility: input.visibility.unwrap_or(Visibility::FriendsOnly).into(),
+                location_id,
+                place_name: input.place_name,
+            },
+        )
+        .await?;
+        Ok(Moment::new(created))
+    }
+
+    /// Only the author may delete. The moment disappears at once and can be restored for 7 days; then it and its media are gone.
+    async fn delete_moment(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
+        let v = member(ctx).await?;
+        let n = require_id(&id, "moment")?;
+        Ok(self::id(moment::delete(app(ctx)?, v, n).await?))
+    }
+
+    /// Undoes deleteMoment within the 7-day grace, for the author only.
+    async fn restore_moment(&self, ctx: &Context<'_>, id: ID) -> Result<Moment> {
+        let v = member(ctx).await?;
+        let n = require_id(&id, "moment")?;
+        Ok(Moment::new(moment::restore(app(ctx)?, v, n).await?))
+    }
+
+    /// Likes if the viewer has not, unlikes if it has. One like per (moment, user), whatever the concurrency.
+    async fn toggle_moment_like(&self, ctx: &Context<'_>, moment_id: ID) -> Result<Moment> {
+        let v = member(ctx).await?;
+        let n = require_id(&moment_id, "moment")?;
+        Ok(Moment::new(
+            like::change(app(ctx)?, v, n, LikeChange::Toggle).await?,
+        ))
+    }
+
+    /// Idempotent form of the toggle, safe to retry.
+    async fn set_moment_like(
+        &self,
+        ctx: &Context<'_>,
+        moment_id: ID,
+        liked: bool,
+    ) -> Result<Moment> {
+        let v = member(ctx).await?;
+        let n = require_id(&moment_id, "moment")?;
+        Ok(Moment::new(
+            like::change(app(ctx)?, v, n, LikeChange::Set(liked)).await?,
+        ))
+    }
+}
