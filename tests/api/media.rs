@@ -561,7 +561,7 @@ async fn deleting_a_status_deletes_its_blob(app: &TestApp) {
     let report = ephemera::jobs::status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(report.deleted, 2);
+    assert_eq!(report.rows, 2);
     assert_eq!(media_rows(app).await, 0);
     assert_eq!(outbox(app).await, 2);
     assert_eq!(app.media_gc().await.deleted, 2);

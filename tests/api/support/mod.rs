@@ -508,3 +508,109 @@ fn rand_suffix() -> String {
 
 /// An hour.
 pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The fields tests read back from a moment.
+pub const MOMENT_FIELDS: &str = "id caption latitude longitude visibility isJournaled durationHours expiresAt createdAt likesCount viewerHasLiked author { username } media { id url } location { id name momentCount }";
+
+/// Where seeded moments go by default (central Paris).
+pub const PARIS: (f64, f64) = (48.8566, 2.3522);
+
+impl TestApp {
+    /// Uploads a small image as `user`; returns the media id.
+    pub async fn upload_id(&self, user: &TestUser) -> String {
+        self.upload_fixture(user, "tiny.gif").await["id"]
+            .as_str()
+            .expect("media id")
+            .to_owned()
+    }
+
+    /// Posts a moment: `input` over defaults (a fresh upload, central Paris);
+    /// returns the moment with [`MOMENT_FIELDS`].
+    pub async fn post_moment(&self, user: &TestUser, input: Value) -> Value {
+        let mut full = json!({ "latitude": PARIS.0, "longitude": PARIS.1 });
+        if input.get("mediaId").is_none() {
+            full["mediaId"] = json!(self.upload_id(user).await);
+        }
+        for (k, v) in input.as_object().expect("an input object") {
+            full[k] = v.clone();
+        }
+        let q = format!(
+            "mutation($i: CreateMomentInput!) {{ createMoment(input: $i) {{ {MOMENT_FIELDS} }} }}"
+        );
+        self.ok(user.token(), &q, json!({ "i": full })).await["createMoment"].clone()
+    }
+
+    /// Inserts `n` moments of `author` straight into the database (media rows
+    /// included, blobs not), one second apart, ending now; returns their ids.
+    pub async fn seed_moments(&self, author: &TestUser, n: usize, seed: Seed) -> Vec<i64> {
+        let db = &self.state.db;
+        let author_id: i64 = author.id.parse().expect("a numeric id");
+        let now = self.clock.now();
+        let mut ids = Vec::new();
+        for i in 0..n {
+            let media_id = self.state.ids.next_id();
+            let id = self.state.ids.next_id();
+            let at = now - (n - i) as i64 * 1000;
+            let exec = |sql: &str, values: Vec<sea_orm::Value>| {
+                let stmt = ephemera::db::stmt(db.get_database_backend(), sql, values);
+                async move { db.execute_raw(stmt).await.expect("seed insert") }
+            };
+            exec(
+                "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, created_at, ready_at, attached_at) \
+                 VALUES ($1, $2, $3, 'image/gif', 10, 1, 1, $4, $4, $4)",
+                vec![media_id.into(), author_id.into(), format!("se/{media_id:032x}").into(), at.into()],
+            )
+            .await;
+            let (lat, lon) = (seed.latitude + i as f64 * 1e-5, seed.longitude);
+            let (journaled, hours, expires) = if seed.journaled {
+                (true, 0, None)
+            } else {
+                (false, 24, Some(at + 24 * 3_600_000))
+            };
+            exec(
+                "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, location_id, \
+                   visibility, is_journaled, duration_hours, expires_at, created_at) \
+                 VALUES ($1, $2, $3, 'seeded', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+                vec![
+                    id.into(),
+                    author_id.into(),
+                    media_id.into(),
+                    lat.into(),
+                    lon.into(),
+                    ephemera::domain::geo::map_cell(lat, lon).into(),
+                    seed.location.into(),
+                    seed.visibility.into(),
+                    journaled.into(),
+                    hours.into(),
+                    expires.into(),
+                    at.into(),
+                ],
+            )
+            .await;
+            ids.push(id);
+        }
+        ids
+    }
+}
+
+/// How [`TestApp::seed_moments`] makes its moments.
+#[derive(Clone, Copy, Debug)]
+pub struct Seed {
+    pub latitude: f64,
+    pub longitude: f64,
+    pub location: Option<i64>,
+    pub visibility: &'static str,
+    pub journaled: bool,
+}
+
+impl Default for Seed {
+    fn default() -> Self {
+        Self {
+            latitude: PARIS.0,
+            longitude: PARIS.1,
+            location: None,
+            visibility: "PUBLIC",
+            journaled: false,
+        }
+    }
+}
