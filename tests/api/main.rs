@@ -10,6 +10,7 @@ mod auth;
 mod friends;
 mod http;
 mod limits;
+mod map;
 mod media;
 mod media_store;
 mod moments;
