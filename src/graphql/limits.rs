@@ -66,7 +66,9 @@ fn ensure_codes(mut response: Response) -> Response {
         }
         let is_input_error = e.path.is_empty()
             || e.message.starts_with("Invalid value for argument")
-            || e.message.starts_with("Failed to parse");
+            || e.message.starts_with("Failed to parse")
+            // A required variable the request did not send.
+            || (e.message.starts_with("Variable ") && e.message.ends_with(" is not defined."));
         if is_input_error {
             set_code(e, Code::BadUserInput);
         } else {

@@ -9,6 +9,7 @@ mod support;
 mod auth;
 mod friends;
 mod http;
+mod likes;
 mod limits;
 mod map;
 mod media;
