@@ -191,7 +191,11 @@ mod tests {
         assert!(fiji.contains(-17.5, 178.0) && fiji.contains(-17.5, -179.5));
         assert!(!fiji.contains(-17.5, 0.0));
         let c = map_cell(-17.5, -179.5);
-        assert!(fiji.cell_ranges().iter().any(|&(lo, hi)| (lo..=hi).contains(&c)));
+        assert!(
+            fiji.cell_ranges()
+                .iter()
+                .any(|&(lo, hi)| (lo..=hi).contains(&c))
+        );
         // The whole world: one range.
         let world = BoundingBox {
             south: -90.0,

@@ -64,7 +64,11 @@ fn in_box_sql(a: &str, bbox: &BoundingBox, values: &mut Vec<Value>) -> String {
         .map(|(lo, hi)| {
             values.push(lo.into());
             values.push(hi.into());
-            format!("{a}.map_cell BETWEEN ${} AND ${}", values.len() - 1, values.len())
+            format!(
+                "{a}.map_cell BETWEEN ${} AND ${}",
+                values.len() - 1,
+                values.len()
+            )
         })
         .collect();
     let south = param(bbox.south, values);
@@ -154,7 +158,7 @@ pub async fn markers<C: ConnectionTrait>(
             (key, Marker::Location(l, r.badge))
         }))
         .collect();
-    all.sort_by(|a, b| b.0.cmp(&a.0));
+    all.sort_by_key(|m| std::cmp::Reverse(m.0));
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let truncated = all.len() > limit;
     all.truncate(limit);

@@ -14,9 +14,7 @@ use std::collections::HashMap;
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
 
-use super::expiry::{
-    expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql,
-};
+use super::expiry::{expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql};
 use super::geo::{map_cell, validate_point};
 use super::page::{Key, Page, PageQuery};
 use super::visibility::{scope_sql, visible_moment_sql};
@@ -232,7 +230,10 @@ pub enum MomentList {
     /// Everything the viewer may see, or only their own and friends'.
     Feed(Scope),
     /// One author's; `Some(true)` is the diary, `Some(false)` the ephemeral ones.
-    Author { author: i64, journaled: Option<bool> },
+    Author {
+        author: i64,
+        journaled: Option<bool>,
+    },
     /// Those attached to a location.
     Location(i64),
 }
@@ -248,7 +249,10 @@ pub async fn page<C: ConnectionTrait>(
     if list == MomentList::Feed(Scope::Friends) && viewer.is_none() {
         return Err(AppError::sign_in_required());
     }
-    let mut sql = format!("SELECT m.* FROM moments m WHERE {}", readable_sql("m", 1, 2));
+    let mut sql = format!(
+        "SELECT m.* FROM moments m WHERE {}",
+        readable_sql("m", 1, 2)
+    );
     let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
     match list {
         MomentList::Feed(scope) => {
@@ -273,11 +277,6 @@ pub async fn page<C: ConnectionTrait>(
         ts: m.created_at,
         id: m.id,
     }))
-}
-
-#[derive(Debug, FromQueryResult)]
-struct AuthorRow {
-    author_id: i64,
 }
 
 /// Soft-deletes the viewer's live moment at once. `NOT_FOUND` if the viewer
@@ -397,17 +396,6 @@ pub async fn purge(
         Ok(rows.len() as u64)
     })
     .await
-}
-
-/// The author of a moment `viewer` may see (for the author-only fields).
-pub async fn author_of<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option<i64>> {
-    let row: Option<AuthorRow> = db::fetch_one(
-        db,
-        "SELECT author_id FROM moments WHERE id = $1",
-        vec![id.into()],
-    )
-    .await?;
-    Ok(row.map(|r| r.author_id))
 }
 
 #[cfg(test)]

@@ -26,11 +26,11 @@ use std::collections::{HashMap, HashSet};
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
 
-use super::{BatchReport, Scope};
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
 use super::page::{Key, Page, PageQuery};
 use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
 use super::visibility::scope_sql;
+use super::{BatchReport, Scope};
 use crate::app::AppState;
 use crate::clock::Millis;
 use crate::db::{self, for_update, is_unique_violation, placeholders};
@@ -67,11 +67,7 @@ pub fn normalize_caption(caption: Option<String>) -> AppResult<Option<String>> {
 
 /// Free text of at most `max` characters (named `field` in the error); a
 /// blank one counts as none.
-pub fn normalize_text(
-    text: Option<String>,
-    field: &str,
-    max: usize,
-) -> AppResult<Option<String>> {
+pub fn normalize_text(text: Option<String>, field: &str, max: usize) -> AppResult<Option<String>> {
     let Some(text) = text.filter(|c| !c.trim().is_empty()) else {
         return Ok(None);
     };

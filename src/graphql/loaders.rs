@@ -24,9 +24,9 @@ use sea_orm::DatabaseConnection;
 use crate::app::AppState;
 use crate::clock::Clock;
 use crate::domain::friend::{self, FriendshipState};
-use crate::domain::{like, location};
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
+use crate::domain::{like, location};
 use crate::entity::{self, media};
 use crate::error::{AppError, AppResult};
 
@@ -107,10 +107,20 @@ fn wants_below(ctx: &Context<'_>, items: &[&[&str]], path: &[&str]) -> bool {
 
 /// Primes what a page of users (found at `path` below each item) will ask for.
 pub async fn prime_users(ctx: &Context<'_>, users: &[i64], path: &[&str]) -> AppResult<()> {
+    prime_users_below(ctx, users, CONNECTION_ITEMS, path).await
+}
+
+/// [`prime_users`] for users found at `path` below the item positions `items`.
+async fn prime_users_below(
+    ctx: &Context<'_>,
+    users: &[i64],
+    items: &[&[&str]],
+    path: &[&str],
+) -> AppResult<()> {
     let mut friendship = path.to_vec();
     friendship.push("friendship");
     if let Some(v) = viewer(ctx).id()
-        && wants(ctx, &friendship)
+        && wants_below(ctx, items, &friendship)
     {
         loaders(ctx)?
             .friendship
@@ -178,10 +188,12 @@ pub async fn prime_moments(
     if wanted(&["author"]) {
         let authors: Vec<i64> = moments.iter().map(|m| m.author_id).collect();
         l.users.load_many(authors.iter().copied()).await?;
-        prime_users(ctx, &authors, &["author"]).await?;
+        prime_users_below(ctx, &authors, items, &["author"]).await?;
     }
     if wanted(&["media"]) {
-        l.media.load_many(moments.iter().map(|m| m.media_id)).await?;
+        l.media
+            .load_many(moments.iter().map(|m| m.media_id))
+            .await?;
     }
     let located: Vec<i64> = moments.iter().filter_map(|m| m.location_id).collect();
     if wanted(&["location"]) {
@@ -353,7 +365,10 @@ impl Loader<(i64, i64)> for LikedLoader {
         let mut out = HashMap::new();
         for (viewer, ids) in by_viewer(keys) {
             let liked = like::liked_by(&self.0.db, viewer, &ids).await?;
-            out.extend(ids.into_iter().map(|id| ((viewer, id), liked.contains(&id))));
+            out.extend(
+                ids.into_iter()
+                    .map(|id| ((viewer, id), liked.contains(&id))),
+            );
         }
         Ok(out)
     }

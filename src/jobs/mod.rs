@@ -85,10 +85,22 @@ impl Scheduler {
             .map_err(|e| AppError::internal("creating the job scheduler", e))?;
         let c = &state.config;
         let jobs = [
-            (JobName::StatusPurge, "status-purge", c.status_purge_cron.clone()),
+            (
+                JobName::StatusPurge,
+                "status-purge",
+                c.status_purge_cron.clone(),
+            ),
             (JobName::MediaGc, "media-gc", c.media_gc_cron.clone()),
-            (JobName::MomentExpiry, "moment-expiry", c.moment_expiry_cron.clone()),
-            (JobName::MomentPurge, "moment-purge", c.moment_purge_cron.clone()),
+            (
+                JobName::MomentExpiry,
+                "moment-expiry",
+                c.moment_expiry_cron.clone(),
+            ),
+            (
+                JobName::MomentPurge,
+                "moment-purge",
+                c.moment_purge_cron.clone(),
+            ),
         ];
         for (job, label, cron) in jobs {
             add(&inner, label, &cron, state.clone(), move |s| async move {

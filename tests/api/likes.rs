@@ -22,7 +22,10 @@ async fn toggle_and_set(app: &TestApp) {
     let author = app.sign_up("author").await;
     let a = app.sign_up("alice").await;
     let b = app.sign_up("bob").await;
-    let id = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
+    let id = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
     let t = app.ok(a.token(), TOGGLE, json!({ "id": id })).await;
     assert_eq!(t["toggleMomentLike"]["likesCount"], 1);
     assert_eq!(t["toggleMomentLike"]["viewerHasLiked"], true);
@@ -38,7 +41,9 @@ async fn toggle_and_set(app: &TestApp) {
     assert_eq!(t["toggleMomentLike"]["likesCount"], 1);
     assert_eq!(t["toggleMomentLike"]["viewerHasLiked"], false);
     for _ in 0..2 {
-        let s = app.ok(b.token(), SET, json!({ "id": id, "l": false })).await;
+        let s = app
+            .ok(b.token(), SET, json!({ "id": id, "l": false }))
+            .await;
         assert_eq!(s["setMomentLike"]["likesCount"], 0);
         assert_eq!(s["setMomentLike"]["viewerHasLiked"], false);
     }
@@ -58,7 +63,10 @@ async fn toggle_and_set(app: &TestApp) {
 
 async fn likers_are_for_the_author(app: &TestApp) {
     let author = app.sign_up("author").await;
-    let id = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
+    let id = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
     let mut fans = Vec::new();
     for i in 0..5 {
         let f = app.sign_up(&format!("fan{i}")).await;
@@ -75,7 +83,11 @@ async fn likers_are_for_the_author(app: &TestApp) {
     );
     assert_eq!(likers["pageInfo"]["hasNextPage"], true);
     let rest = app
-        .ok(author.token(), q, json!({ "id": id, "n": 3, "a": likers["pageInfo"]["endCursor"] }))
+        .ok(
+            author.token(),
+            q,
+            json!({ "id": id, "n": 3, "a": likers["pageInfo"]["endCursor"] }),
+        )
         .await;
     assert_eq!(
         rest["moment"]["likers"]["nodes"],
@@ -87,22 +99,44 @@ async fn likers_are_for_the_author(app: &TestApp) {
         assert_eq!(data["moment"]["likers"], Value::Null);
     }
     // Its arguments are checked.
-    assert_eq!(app.err(author.token(), q, json!({ "id": id, "n": -1 })).await, "BAD_USER_INPUT");
-    assert_eq!(app.err(author.token(), q, json!({ "id": id, "a": "forged" })).await, "BAD_USER_INPUT");
+    assert_eq!(
+        app.err(author.token(), q, json!({ "id": id, "n": -1 }))
+            .await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.err(author.token(), q, json!({ "id": id, "a": "forged" }))
+            .await,
+        "BAD_USER_INPUT"
+    );
 }
 
 async fn like_rejections(app: &TestApp) {
     let author = app.sign_up("author").await;
     let fan = app.sign_up("fan").await;
     let short = app
-        .post_moment(&author, json!({ "visibility": "PUBLIC", "durationHours": 1 }))
+        .post_moment(
+            &author,
+            json!({ "visibility": "PUBLIC", "durationHours": 1 }),
+        )
         .await["id"]
         .clone();
-    let deleted = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
-    let kept = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
-    app.ok(fan.token(), SET, json!({ "id": deleted, "l": true })).await;
-    app.ok(author.token(), "mutation($id: ID!) { deleteMoment(id: $id) }", json!({ "id": deleted }))
+    let deleted = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
+    let kept = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
+    app.ok(fan.token(), SET, json!({ "id": deleted, "l": true }))
         .await;
+    app.ok(
+        author.token(),
+        "mutation($id: ID!) { deleteMoment(id: $id) }",
+        json!({ "id": deleted }),
+    )
+    .await;
     app.clock.advance(HOUR * 2);
     for id in [&short, &deleted, &json!("123456"), &json!("x"), &json!("0")] {
         for (q, vars) in [
@@ -114,9 +148,19 @@ async fn like_rejections(app: &TestApp) {
             assert_eq!(error_code(&resp), "NOT_FOUND", "{id}");
         }
     }
-    assert_eq!(app.err(None, TOGGLE, json!({ "id": kept })).await, "UNAUTHENTICATED");
-    assert_eq!(app.err(None, SET, json!({ "id": kept, "l": true })).await, "UNAUTHENTICATED");
-    for vars in [json!({ "id": kept }), json!({ "id": kept, "l": null }), json!({ "id": kept, "l": "yes" })] {
+    assert_eq!(
+        app.err(None, TOGGLE, json!({ "id": kept })).await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(
+        app.err(None, SET, json!({ "id": kept, "l": true })).await,
+        "UNAUTHENTICATED"
+    );
+    for vars in [
+        json!({ "id": kept }),
+        json!({ "id": kept, "l": null }),
+        json!({ "id": kept, "l": "yes" }),
+    ] {
         assert_eq!(app.err(fan.token(), SET, vars).await, "BAD_USER_INPUT");
     }
     // The like on the deleted moment stays through the grace.
@@ -129,7 +173,10 @@ async fn like_rejections(app: &TestApp) {
         )
         .await;
     assert_eq!(restored["restoreMoment"]["likesCount"], 1);
-    assert_eq!(restored["restoreMoment"]["likers"]["nodes"], json!([{ "username": "fan" }]));
+    assert_eq!(
+        restored["restoreMoment"]["likers"]["nodes"],
+        json!([{ "username": "fan" }])
+    );
 }
 
 async fn concurrent_likes_keep_the_count_exact(app: &TestApp) {
@@ -137,7 +184,11 @@ async fn concurrent_likes_keep_the_count_exact(app: &TestApp) {
     let ids: Vec<Value> = {
         let mut v = Vec::new();
         for _ in 0..2 {
-            v.push(app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone());
+            v.push(
+                app.post_moment(&author, json!({ "visibility": "PUBLIC" }))
+                    .await["id"]
+                    .clone(),
+            );
         }
         v
     };
@@ -165,12 +216,22 @@ async fn concurrent_likes_keep_the_count_exact(app: &TestApp) {
     }
     for id in &ids {
         let rows = app
-            .count(&format!("SELECT COUNT(*) AS n FROM moment_likes WHERE moment_id = {}", id.as_str().unwrap()))
+            .count(&format!(
+                "SELECT COUNT(*) AS n FROM moment_likes WHERE moment_id = {}",
+                id.as_str().unwrap()
+            ))
             .await;
         let data = app
-            .ok(None, "query($id: ID!) { moment(id: $id) { likesCount } }", json!({ "id": id }))
+            .ok(
+                None,
+                "query($id: ID!) { moment(id: $id) { likesCount } }",
+                json!({ "id": id }),
+            )
             .await;
-        assert_eq!(data["moment"]["likesCount"], rows, "likesCount equals the like rows");
+        assert_eq!(
+            data["moment"]["likesCount"], rows,
+            "likesCount equals the like rows"
+        );
         assert!(rows > 0);
     }
 }
@@ -179,7 +240,10 @@ async fn deleted_accounts_take_their_likes(app: &TestApp) {
     let author = app.sign_up("author").await;
     let fan = app.sign_up("leaver").await;
     let stays = app.sign_up("stayer").await;
-    let id = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
+    let id = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
     app.ok(fan.token(), TOGGLE, json!({ "id": id })).await;
     app.ok(stays.token(), TOGGLE, json!({ "id": id })).await;
     app.ok(
@@ -189,10 +253,17 @@ async fn deleted_accounts_take_their_likes(app: &TestApp) {
     )
     .await;
     let data = app
-        .ok(author.token(), "query($id: ID!) { moment(id: $id) { likesCount likers { nodes { username } } } }", json!({ "id": id }))
+        .ok(
+            author.token(),
+            "query($id: ID!) { moment(id: $id) { likesCount likers { nodes { username } } } }",
+            json!({ "id": id }),
+        )
         .await;
     assert_eq!(data["moment"]["likesCount"], 1);
-    assert_eq!(data["moment"]["likers"]["nodes"], json!([{ "username": "stayer" }]));
+    assert_eq!(
+        data["moment"]["likers"]["nodes"],
+        json!([{ "username": "stayer" }])
+    );
     // The author's own account takes its moments, their likes and media.
     app.ok(
         author.token(),

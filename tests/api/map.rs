@@ -36,20 +36,31 @@ async fn place_names_resolve_within_fifty_metres(app: &TestApp) {
     let loc_a = a["location"]["id"].clone();
     assert_eq!(a["location"]["name"], "Café de Flore");
     // Case and whitespace runs do not matter within 50 m.
-    let same = app.post_moment(&u, at(north(lat, 20.0), "  café   DE flore ")).await;
+    let same = app
+        .post_moment(&u, at(north(lat, 20.0), "  café   DE flore "))
+        .await;
     assert_eq!(same["location"]["id"], loc_a);
     assert_eq!(same["location"]["name"], "Café de Flore");
     // 70 m away is another place of the same name.
-    let far = app.post_moment(&u, at(north(lat, 70.0), "Café de Flore")).await;
+    let far = app
+        .post_moment(&u, at(north(lat, 70.0), "Café de Flore"))
+        .await;
     let loc_b = far["location"]["id"].clone();
     assert_ne!(loc_b, loc_a);
     // Another name at the same spot is another place.
     let other = app.post_moment(&u, at(lat, "Les Deux Magots")).await;
     assert_ne!(other["location"]["id"], loc_a);
     // Within 50 m of both: the nearest wins (40 m from A, 30 m from B).
-    let between = app.post_moment(&u, at(north(lat, 40.0), "cafe de flore")).await;
-    assert_ne!(between["location"]["id"], loc_a, "accents count: another name");
-    let between = app.post_moment(&u, at(north(lat, 40.0), "CAFÉ DE FLORE")).await;
+    let between = app
+        .post_moment(&u, at(north(lat, 40.0), "cafe de flore"))
+        .await;
+    assert_ne!(
+        between["location"]["id"], loc_a,
+        "accents count: another name"
+    );
+    let between = app
+        .post_moment(&u, at(north(lat, 40.0), "CAFÉ DE FLORE"))
+        .await;
     assert_eq!(between["location"]["id"], loc_b);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM locations").await, 4);
     // The moment keeps its own coordinates; the location keeps the first.
@@ -89,14 +100,18 @@ async fn concurrent_creates_of_a_new_place_make_one_location(app: &TestApp) {
         .iter()
         .map(|r| {
             assert!(r.get("errors").is_none(), "{r}");
-            r["data"]["createMoment"]["location"]["id"].as_str().unwrap().to_owned()
+            r["data"]["createMoment"]["location"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
         })
         .collect();
     locations.dedup();
     assert_eq!(locations.len(), 1, "one location for one place");
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM locations").await, 1);
     assert_eq!(
-        app.count("SELECT COUNT(*) AS n FROM moments WHERE location_id IS NOT NULL").await,
+        app.count("SELECT COUNT(*) AS n FROM moments WHERE location_id IS NOT NULL")
+            .await,
         8
     );
 }
@@ -114,22 +129,35 @@ async fn moments_attach_to_a_location_by_id(app: &TestApp) {
     assert_eq!(second["location"]["momentCount"], 2);
     // The location survives its moments.
     for m in [&first, &second] {
-        app.ok(u.token(), "mutation($id: ID!) { deleteMoment(id: $id) }", json!({ "id": m["id"] }))
-            .await;
+        app.ok(
+            u.token(),
+            "mutation($id: ID!) { deleteMoment(id: $id) }",
+            json!({ "id": m["id"] }),
+        )
+        .await;
     }
     let q = "query($id: ID!) { location(id: $id) { name momentCount } }";
     let data = app.ok(None, q, json!({ "id": loc })).await;
-    assert_eq!(data["location"], json!({ "name": "Ueno Park", "momentCount": 0 }));
+    assert_eq!(
+        data["location"],
+        json!({ "name": "Ueno Park", "momentCount": 0 })
+    );
     // Unknown and malformed ids read as null.
     for id in ["123", "nope", "-1"] {
-        assert_eq!(app.ok(None, q, json!({ "id": id })).await["location"], Value::Null);
+        assert_eq!(
+            app.ok(None, q, json!({ "id": id })).await["location"],
+            Value::Null
+        );
     }
 }
 
 async fn map_pins_and_badges(app: &TestApp) {
     let u = app.sign_up("pinner").await;
     let standalone = app
-        .post_moment(&u, json!({ "latitude": 51.5007, "longitude": -0.1246, "visibility": "PUBLIC" }))
+        .post_moment(
+            &u,
+            json!({ "latitude": 51.5007, "longitude": -0.1246, "visibility": "PUBLIC" }),
+        )
         .await;
     let located = app
         .post_moment(&u, json!({ "latitude": 51.5014, "longitude": -0.1419, "placeName": "Buckingham Palace", "visibility": "PUBLIC" }))
@@ -137,8 +165,11 @@ async fn map_pins_and_badges(app: &TestApp) {
     app.post_moment(&u, json!({ "latitude": 51.5015, "longitude": -0.1418, "placeName": "buckingham palace", "visibility": "PUBLIC" }))
         .await;
     // Outside the box.
-    app.post_moment(&u, json!({ "latitude": 48.8584, "longitude": 2.2945, "visibility": "PUBLIC" }))
-        .await;
+    app.post_moment(
+        &u,
+        json!({ "latitude": 48.8584, "longitude": 2.2945, "visibility": "PUBLIC" }),
+    )
+    .await;
     let london = bbox(51.28, -0.51, 51.69, 0.33);
     let data = app.ok(None, MAP, json!({ "b": london })).await;
     let set = &data["mapMarkers"];
@@ -165,23 +196,36 @@ async fn map_pins_and_badges(app: &TestApp) {
 async fn boxes_across_the_antimeridian(app: &TestApp) {
     let u = app.sign_up("pacific").await;
     let east = app
-        .post_moment(&u, json!({ "latitude": -17.7, "longitude": 179.95, "visibility": "PUBLIC" }))
+        .post_moment(
+            &u,
+            json!({ "latitude": -17.7, "longitude": 179.95, "visibility": "PUBLIC" }),
+        )
         .await;
     let west = app
-        .post_moment(&u, json!({ "latitude": -17.6, "longitude": -179.95, "visibility": "PUBLIC" }))
+        .post_moment(
+            &u,
+            json!({ "latitude": -17.6, "longitude": -179.95, "visibility": "PUBLIC" }),
+        )
         .await;
     let edge = app
         .post_moment(&u, json!({ "latitude": -17.5, "longitude": 180.0, "visibility": "PUBLIC", "placeName": "Dateline" }))
         .await;
-    app.post_moment(&u, json!({ "latitude": -17.7, "longitude": 0.0, "visibility": "PUBLIC" }))
-        .await;
+    app.post_moment(
+        &u,
+        json!({ "latitude": -17.7, "longitude": 0.0, "visibility": "PUBLIC" }),
+    )
+    .await;
     let fiji = bbox(-19.0, 177.0, -16.0, -178.0);
     let data = app.ok(None, MAP, json!({ "b": fiji })).await;
     let markers = data["mapMarkers"]["markers"].as_array().unwrap();
     let pins: Vec<&Value> = markers.iter().map(|m| &m["moment"]["id"]).collect();
     assert_eq!(markers.len(), 3, "{markers:?}");
     assert!(pins.contains(&&east["id"]) && pins.contains(&&west["id"]));
-    assert!(markers.iter().any(|m| m["location"]["id"] == edge["location"]["id"]));
+    assert!(
+        markers
+            .iter()
+            .any(|m| m["location"]["id"] == edge["location"]["id"])
+    );
     // The same span the other way round (west < east) is the rest of the world.
     let rest = bbox(-19.0, -178.0, -16.0, 177.0);
     let data = app.ok(None, MAP, json!({ "b": rest })).await;
@@ -190,21 +234,28 @@ async fn boxes_across_the_antimeridian(app: &TestApp) {
 
 async fn map_argument_rejections(app: &TestApp) {
     let bad = [
-        bbox(10.0, 0.0, 5.0, 1.0),    // south above north
-        bbox(-91.0, 0.0, 5.0, 1.0),   // latitude out of range
-        bbox(0.0, 0.0, 90.5, 1.0),    // latitude out of range
-        bbox(0.0, -180.5, 5.0, 1.0),  // longitude out of range
-        bbox(0.0, 0.0, 5.0, 181.0),   // longitude out of range
-        json!({ "south": 0, "west": 0, "north": 1 }),       // a missing edge
+        bbox(10.0, 0.0, 5.0, 1.0),                    // south above north
+        bbox(-91.0, 0.0, 5.0, 1.0),                   // latitude out of range
+        bbox(0.0, 0.0, 90.5, 1.0),                    // latitude out of range
+        bbox(0.0, -180.5, 5.0, 1.0),                  // longitude out of range
+        bbox(0.0, 0.0, 5.0, 181.0),                   // longitude out of range
+        json!({ "south": 0, "west": 0, "north": 1 }), // a missing edge
         json!({ "south": "a", "west": 0, "north": 1, "east": 1 }),
         Value::Null,
     ];
     for b in bad {
-        assert_eq!(app.err(None, MAP, json!({ "b": b })).await, "BAD_USER_INPUT", "{b}");
+        assert_eq!(
+            app.err(None, MAP, json!({ "b": b })).await,
+            "BAD_USER_INPUT",
+            "{b}"
+        );
     }
     let ok = bbox(0.0, 0.0, 1.0, 1.0);
     for limit in [json!(-1), json!("ten"), json!(1.5)] {
-        assert_eq!(app.err(None, MAP, json!({ "b": ok, "l": limit })).await, "BAD_USER_INPUT");
+        assert_eq!(
+            app.err(None, MAP, json!({ "b": ok, "l": limit })).await,
+            "BAD_USER_INPUT"
+        );
     }
 }
 

@@ -15,6 +15,7 @@ both_backends!(
     expired_moments_vanish_without_a_job,
     delete_and_restore,
     delete_and_restore_rejections,
+    moment_pages_run_a_constant_number_of_statements,
 );
 
 const CREATE: &str = "mutation($i: CreateMomentInput!) { createMoment(input: $i) { id } }";
@@ -91,11 +92,18 @@ async fn journaled_moments_never_expire(app: &TestApp) {
     let e = app
         .post_moment(&u, json!({ "durationHours": 2, "visibility": "PUBLIC" }))
         .await;
-    let q = "query($u: ID!, $j: Boolean) { user(id: $u) { moments(journaled: $j) { nodes { id } } } }";
+    let q =
+        "query($u: ID!, $j: Boolean) { user(id: $u) { moments(journaled: $j) { nodes { id } } } }";
     // Anonymous: the author's token would not outlive the years below.
     let page = |j: Value| app.ok(None, q, json!({ "u": u.id, "j": j }));
-    assert_eq!(ids(&page(json!(true)).await["user"]["moments"]), vec![j["id"].as_str().unwrap()]);
-    assert_eq!(ids(&page(json!(false)).await["user"]["moments"]), vec![e["id"].as_str().unwrap()]);
+    assert_eq!(
+        ids(&page(json!(true)).await["user"]["moments"]),
+        vec![j["id"].as_str().unwrap()]
+    );
+    assert_eq!(
+        ids(&page(json!(false)).await["user"]["moments"]),
+        vec![e["id"].as_str().unwrap()]
+    );
     assert_eq!(ids(&page(Value::Null).await["user"]["moments"]).len(), 2);
 
     // Years later, after both jobs, the diary entry is still there.
@@ -109,10 +117,15 @@ async fn journaled_moments_never_expire(app: &TestApp) {
         .await
         .unwrap();
     assert_eq!(purged.rows, 1);
-    assert_eq!(ids(&page(Value::Null).await["user"]["moments"]), vec![j["id"].as_str().unwrap()]);
     assert_eq!(
-        app.count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL AND expires_at IS NULL")
-            .await,
+        ids(&page(Value::Null).await["user"]["moments"]),
+        vec![j["id"].as_str().unwrap()]
+    );
+    assert_eq!(
+        app.count(
+            "SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL AND expires_at IS NULL"
+        )
+        .await,
         1
     );
 }
@@ -151,7 +164,11 @@ async fn create_moment_rejections_lose_nothing(app: &TestApp) {
         (with("mediaId", Value::Null), "BAD_USER_INPUT"),
     ];
     for (vars, code) in &cases {
-        assert_eq!(&app.err(u.token(), CREATE, vars.clone()).await, code, "{vars}");
+        assert_eq!(
+            &app.err(u.token(), CREATE, vars.clone()).await,
+            code,
+            "{vars}"
+        );
     }
     // Both locationId and placeName.
     let loc = app
@@ -161,11 +178,18 @@ async fn create_moment_rejections_lose_nothing(app: &TestApp) {
     let mut both = good.clone();
     both["locationId"] = loc;
     both["placeName"] = json!("Pont Neuf");
-    assert_eq!(app.err(u.token(), CREATE, json!({ "i": both })).await, "BAD_USER_INPUT");
-    // Anonymous, and a missing input.
-    assert_eq!(app.err(None, CREATE, json!({ "i": good })).await, "UNAUTHENTICATED");
     assert_eq!(
-        app.err(u.token(), "mutation { createMoment { id } }", json!({})).await,
+        app.err(u.token(), CREATE, json!({ "i": both })).await,
+        "BAD_USER_INPUT"
+    );
+    // Anonymous, and a missing input.
+    assert_eq!(
+        app.err(None, CREATE, json!({ "i": good })).await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(
+        app.err(u.token(), "mutation { createMoment { id } }", json!({}))
+            .await,
         "BAD_USER_INPUT"
     );
     // Nothing was stored and the media is still free: it attaches now.
@@ -174,7 +198,10 @@ async fn create_moment_rejections_lose_nothing(app: &TestApp) {
     let created = app.ok(u.token(), CREATE, json!({ "i": good })).await;
     assert!(created["createMoment"]["id"].is_string());
     // Attached now: using it again is refused.
-    assert_eq!(app.err(u.token(), CREATE, json!({ "i": good })).await, "BAD_USER_INPUT");
+    assert_eq!(
+        app.err(u.token(), CREATE, json!({ "i": good })).await,
+        "BAD_USER_INPUT"
+    );
     // A status cannot take a moment's media either.
     assert_eq!(
         app.err(
@@ -245,85 +272,147 @@ async fn moment_pages(app: &TestApp) {
     let zero = feed(json!(0), Value::Null).await;
     assert_eq!(ids(&zero["momentFeed"]).len(), 0);
     assert_eq!(zero["momentFeed"]["pageInfo"]["hasNextPage"], true);
-    assert_eq!(ids(&feed(json!(5000), Value::Null).await["momentFeed"]).len(), 6);
-    assert_eq!(ids(&feed(Value::Null, Value::Null).await["momentFeed"]).len(), 6);
+    assert_eq!(
+        ids(&feed(json!(5000), Value::Null).await["momentFeed"]).len(),
+        6
+    );
+    assert_eq!(
+        ids(&feed(Value::Null, Value::Null).await["momentFeed"]).len(),
+        6
+    );
     // Rejections: negative sizes, forged cursors, another list's cursor.
     assert_eq!(app.err(None, q, json!({ "n": -1 })).await, "BAD_USER_INPUT");
-    assert_eq!(app.err(None, q, json!({ "a": "forged" })).await, "BAD_USER_INPUT");
+    assert_eq!(
+        app.err(None, q, json!({ "a": "forged" })).await,
+        "BAD_USER_INPUT"
+    );
     let user_q = "query($u: ID!) { user(id: $u) { moments(first: 1) { pageInfo { endCursor } } } }";
     let other_cursor = app.ok(None, user_q, json!({ "u": u.id })).await["user"]["moments"]
         ["pageInfo"]["endCursor"]
         .clone();
-    assert_eq!(app.err(None, q, json!({ "a": other_cursor })).await, "BAD_USER_INPUT");
+    assert_eq!(
+        app.err(None, q, json!({ "a": other_cursor })).await,
+        "BAD_USER_INPUT"
+    );
     // FRIENDS needs a viewer; a friend's moments appear in it, a stranger's do not.
     let fq = "{ momentFeed(scope: FRIENDS) { nodes { id } } }";
     assert_eq!(app.err(None, fq, json!({})).await, "UNAUTHENTICATED");
     let friend = app.sign_up("pal").await;
     let stranger = app.sign_up("nobody").await;
     app.befriend(&u, &friend).await;
-    assert_eq!(ids(&app.ok(friend.token(), fq, json!({})).await["momentFeed"]).len(), 6);
-    assert_eq!(ids(&app.ok(stranger.token(), fq, json!({})).await["momentFeed"]).len(), 0);
-    assert_eq!(ids(&app.ok(u.token(), fq, json!({})).await["momentFeed"]).len(), 6);
-    for bad in ["{ momentFeed(scope: NOBODY) { nodes { id } } }", "{ momentFeed(first: \"x\") { nodes { id } } }"] {
+    assert_eq!(
+        ids(&app.ok(friend.token(), fq, json!({})).await["momentFeed"]).len(),
+        6
+    );
+    assert_eq!(
+        ids(&app.ok(stranger.token(), fq, json!({})).await["momentFeed"]).len(),
+        0
+    );
+    assert_eq!(
+        ids(&app.ok(u.token(), fq, json!({})).await["momentFeed"]).len(),
+        6
+    );
+    for bad in [
+        "{ momentFeed(scope: NOBODY) { nodes { id } } }",
+        "{ momentFeed(first: \"x\") { nodes { id } } }",
+    ] {
         assert_eq!(app.err(u.token(), bad, json!({})).await, "BAD_USER_INPUT");
     }
     // User.moments and Location.moments reject bad arguments too.
     let uq = "query($u: ID!, $n: Int, $j: Boolean) { user(id: $u) { moments(first: $n, journaled: $j) { nodes { id } } } }";
-    assert_eq!(app.err(None, uq, json!({ "u": u.id, "n": -2 })).await, "BAD_USER_INPUT");
-    assert_eq!(app.err(None, uq, json!({ "u": u.id, "j": "yes" })).await, "BAD_USER_INPUT");
+    assert_eq!(
+        app.err(None, uq, json!({ "u": u.id, "n": -2 })).await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.err(None, uq, json!({ "u": u.id, "j": "yes" })).await,
+        "BAD_USER_INPUT"
+    );
 }
 
 async fn expired_moments_vanish_without_a_job(app: &TestApp) {
     let u = app.sign_up("fleeting").await;
-    let m = app.post_moment(&u, json!({ "durationHours": 1, "visibility": "PUBLIC" })).await;
+    let m = app
+        .post_moment(&u, json!({ "durationHours": 1, "visibility": "PUBLIC" }))
+        .await;
     let id = m["id"].clone();
     let one = "query($id: ID!) { moment(id: $id) { id } node(id: $id) { id } }";
-    assert_eq!(app.ok(None, one, json!({ "id": id })).await["moment"]["id"], id);
+    assert_eq!(
+        app.ok(None, one, json!({ "id": id })).await["moment"]["id"],
+        id
+    );
     app.clock.advance(HOUR);
     let data = app.ok(u.token(), one, json!({ "id": id })).await;
     assert_eq!(data["moment"], Value::Null);
     assert_eq!(data["node"], Value::Null);
-    let feed = app.ok(u.token(), "{ momentFeed { nodes { id } } }", json!({})).await;
+    let feed = app
+        .ok(u.token(), "{ momentFeed { nodes { id } } }", json!({}))
+        .await;
     assert_eq!(ids(&feed["momentFeed"]).len(), 0);
     // The row is still there: no job ran.
-    assert_eq!(app.count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL").await, 1);
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL")
+            .await,
+        1
+    );
 }
 
 async fn delete_and_restore(app: &TestApp) {
     let u = app.sign_up("regretful").await;
     let fan = app.sign_up("fan").await;
-    let m = app.post_moment(&u, json!({ "visibility": "PUBLIC", "durationHours": 0 })).await;
+    let m = app
+        .post_moment(&u, json!({ "visibility": "PUBLIC", "durationHours": 0 }))
+        .await;
     let id = m["id"].clone();
     let like = "mutation($id: ID!) { setMomentLike(momentId: $id, liked: true) { likesCount } }";
     app.ok(fan.token(), like, json!({ "id": id })).await;
     let del = "mutation($id: ID!) { deleteMoment(id: $id) }";
-    assert_eq!(app.ok(u.token(), del, json!({ "id": id })).await["deleteMoment"], id);
+    assert_eq!(
+        app.ok(u.token(), del, json!({ "id": id })).await["deleteMoment"],
+        id
+    );
     // Gone at once, for everyone, the author included.
     let one = "query($id: ID!) { moment(id: $id) { id likesCount } }";
-    assert_eq!(app.ok(u.token(), one, json!({ "id": id })).await["moment"], Value::Null);
-    assert_eq!(app.ok(fan.token(), one, json!({ "id": id })).await["moment"], Value::Null);
+    assert_eq!(
+        app.ok(u.token(), one, json!({ "id": id })).await["moment"],
+        Value::Null
+    );
+    assert_eq!(
+        app.ok(fan.token(), one, json!({ "id": id })).await["moment"],
+        Value::Null
+    );
     // Deleting again: it is not there.
-    assert_eq!(app.err(u.token(), del, json!({ "id": id })).await, "NOT_FOUND");
+    assert_eq!(
+        app.err(u.token(), del, json!({ "id": id })).await,
+        "NOT_FOUND"
+    );
     // Restored within the grace, likes intact.
     app.clock.advance(HOUR * 24 * 6);
     let restore = &format!("mutation($id: ID!) {{ restoreMoment(id: $id) {{ {MOMENT_FIELDS} }} }}");
     let back = app.ok(u.token(), restore, json!({ "id": id })).await;
     assert_eq!(back["restoreMoment"]["id"], id);
     assert_eq!(back["restoreMoment"]["likesCount"], 1);
-    assert_eq!(app.ok(fan.token(), one, json!({ "id": id })).await["moment"]["likesCount"], 1);
+    assert_eq!(
+        app.ok(fan.token(), one, json!({ "id": id })).await["moment"]["likesCount"],
+        1
+    );
     // Restoring a live moment returns it as it is.
     let again = app.ok(u.token(), restore, json!({ "id": id })).await;
     assert_eq!(again["restoreMoment"]["id"], id);
     // Past the grace it cannot come back, even before the purge ran.
     app.ok(u.token(), del, json!({ "id": id })).await;
     app.clock.advance(HOUR * 24 * 7);
-    assert_eq!(app.err(u.token(), restore, json!({ "id": id })).await, "NOT_FOUND");
+    assert_eq!(
+        app.err(u.token(), restore, json!({ "id": id })).await,
+        "NOT_FOUND"
+    );
     // An ephemeral moment that expired after its deletion cannot come back.
     let short = app.post_moment(&u, json!({ "durationHours": 1 })).await;
     app.ok(u.token(), del, json!({ "id": short["id"] })).await;
     app.clock.advance(HOUR * 2);
     assert_eq!(
-        app.err(u.token(), restore, json!({ "id": short["id"] })).await,
+        app.err(u.token(), restore, json!({ "id": short["id"] }))
+            .await,
         "BAD_USER_INPUT"
     );
 }
@@ -333,7 +422,10 @@ async fn delete_and_restore_rejections(app: &TestApp) {
     let friend = app.sign_up("friend").await;
     let stranger = app.sign_up("stranger").await;
     app.befriend(&author, &friend).await;
-    let public = app.post_moment(&author, json!({ "visibility": "PUBLIC" })).await["id"].clone();
+    let public = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
     let private = app.post_moment(&author, json!({})).await["id"].clone();
     let del = "mutation($id: ID!) { deleteMoment(id: $id) }";
     let restore = "mutation($id: ID!) { restoreMoment(id: $id) { id } }";
@@ -348,18 +440,139 @@ async fn delete_and_restore_rejections(app: &TestApp) {
         assert_eq!(app.err(who.token(), del, json!({ "id": id })).await, code);
     }
     for id in [json!("0"), json!("-5"), json!("abc"), json!("123456789")] {
-        assert_eq!(app.err(author.token(), del, json!({ "id": id })).await, "NOT_FOUND");
-        assert_eq!(app.err(author.token(), restore, json!({ "id": id })).await, "NOT_FOUND");
+        assert_eq!(
+            app.err(author.token(), del, json!({ "id": id })).await,
+            "NOT_FOUND"
+        );
+        assert_eq!(
+            app.err(author.token(), restore, json!({ "id": id })).await,
+            "NOT_FOUND"
+        );
     }
-    assert_eq!(app.err(None, del, json!({ "id": public })).await, "UNAUTHENTICATED");
-    assert_eq!(app.err(None, restore, json!({ "id": public })).await, "UNAUTHENTICATED");
+    assert_eq!(
+        app.err(None, del, json!({ "id": public })).await,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(
+        app.err(None, restore, json!({ "id": public })).await,
+        "UNAUTHENTICATED"
+    );
     // Someone else's deleted moment: not theirs to restore, and it does not exist for them.
     app.ok(author.token(), del, json!({ "id": public })).await;
-    let resp = app.gql(friend.token(), restore, json!({ "id": public })).await;
+    let resp = app
+        .gql(friend.token(), restore, json!({ "id": public }))
+        .await;
     assert_eq!(error_code(&resp), "NOT_FOUND");
     assert_eq!(
-        app.count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL").await,
+        app.count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NULL")
+            .await,
         1,
         "nothing but the author's own delete changed a row"
+    );
+}
+
+async fn moment_pages_run_a_constant_number_of_statements(app: &TestApp) {
+    use crate::statuses::assert_constant;
+    let viewer = app.sign_up("counter").await;
+    // Ten authors (two of them the viewer's friends), each with a location
+    // and five moments there, plus fifty standalone moments.
+    let mut locations = Vec::new();
+    let mut first_author = None;
+    for i in 0..10 {
+        let author = app.sign_up(&format!("author{i}")).await;
+        if i < 2 {
+            app.befriend(&viewer, &author).await;
+        }
+        let lat = 48.80 + f64::from(i) * 0.01;
+        let m = app
+            .post_moment(&author, json!({ "latitude": lat, "visibility": "PUBLIC", "placeName": format!("Spot {i}") }))
+            .await;
+        let loc: i64 = m["location"]["id"].as_str().unwrap().parse().unwrap();
+        locations.push(loc);
+        let seed = Seed {
+            latitude: lat,
+            location: Some(loc),
+            ..Seed::default()
+        };
+        app.seed_moments(&author, 5, seed).await;
+        app.seed_moments(
+            &author,
+            5,
+            Seed {
+                latitude: lat + 0.001,
+                ..Seed::default()
+            },
+        )
+        .await;
+        first_author.get_or_insert(author);
+    }
+    let heavy = app.sign_up("heavy").await;
+    app.seed_moments(
+        &heavy,
+        50,
+        Seed {
+            journaled: true,
+            location: Some(locations[0]),
+            ..Seed::default()
+        },
+    )
+    .await;
+    let fields = "id caption isJournaled expiresAt likesCount viewerHasLiked author { username friendship } media { url width } location { name momentCount }";
+    let feed = format!(
+        "query($n: Int) {{ momentFeed(first: $n) {{ nodes {{ {fields} }} edges {{ cursor node {{ id }} }} }} }}"
+    );
+    let user = format!(
+        "query($u: ID!, $n: Int) {{ user(id: $u) {{ moments(first: $n, journaled: true) {{ nodes {{ {fields} }} }} }} }}"
+    );
+    let place = format!(
+        "query($l: ID!, $n: Int) {{ location(id: $l) {{ momentCount moments(first: $n) {{ nodes {{ {fields} }} }} }} }}"
+    );
+    let map = format!(
+        "query($n: Int) {{ mapMarkers(bbox: {{ south: 48, west: 2, north: 49.5, east: 3 }}, limit: $n) {{ truncated markers {{ ... on MomentPin {{ latitude moment {{ {fields} }} }} ... on LocationPin {{ badgeCount location {{ id name momentCount }} }} }} }} }}"
+    );
+    for token in [viewer.token(), None] {
+        assert_constant(app, token, &feed, json!({}), "/momentFeed/nodes").await;
+        assert_constant(
+            app,
+            token,
+            &user,
+            json!({ "u": heavy.id }),
+            "/user/moments/nodes",
+        )
+        .await;
+        assert_constant(
+            app,
+            token,
+            &place,
+            json!({ "l": locations[0].to_string() }),
+            "/location/moments/nodes",
+        )
+        .await;
+    }
+    // The newest marker is a standalone moment, so a page of 1 holds a
+    // MomentPin like the page of 50 does.
+    app.clock.advance(std::time::Duration::from_secs(1));
+    let newest = app
+        .post_moment(&heavy, json!({ "latitude": 48.9, "visibility": "PUBLIC" }))
+        .await;
+    for token in [viewer.token(), None] {
+        assert_constant(app, token, &map, json!({}), "/mapMarkers/markers").await;
+        let one = app.ok(token, &map, json!({ "n": 1 })).await;
+        assert_eq!(
+            one["mapMarkers"]["markers"][0]["moment"]["id"],
+            newest["id"]
+        );
+    }
+    // The author's own view of a page.
+    let own = first_author.unwrap();
+    let mine = format!(
+        "query($u: ID!, $n: Int) {{ user(id: $u) {{ moments(first: $n) {{ nodes {{ {fields} }} }} }} }}"
+    );
+    let data = app
+        .ok(own.token(), &mine, json!({ "u": own.id, "n": 50 }))
+        .await;
+    assert_eq!(
+        data["user"]["moments"]["nodes"].as_array().unwrap().len(),
+        11
     );
 }

@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use crate::both_backends;
 use crate::support::{HOUR, TestApp, TestUser, error_code};
 
-both_backends!(every_path_agrees_on_who_sees_what, badges_count_only_what_the_viewer_sees);
+both_backends!(
+    every_path_agrees_on_who_sees_what,
+    badges_count_only_what_the_viewer_sees
+);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -52,7 +55,12 @@ async fn every_path_agrees_on_who_sees_what(app: &TestApp) {
     let mut cases = Vec::new();
     let mut n = 0.0;
     // Expired ones first, then time moves on past their hour.
-    for state in [State::Expired, State::Live, State::Deleted, State::Journaled] {
+    for state in [
+        State::Expired,
+        State::Live,
+        State::Deleted,
+        State::Journaled,
+    ] {
         if state == State::Live {
             app.clock.advance(HOUR * 2);
         }
@@ -118,8 +126,7 @@ async fn check_all(
         let token = viewer.map(|v| v.token.as_str());
         let close = who == "author" || who == "friend";
         let sees = |c: &Case| {
-            matches!(c.state, State::Live | State::Journaled)
-                && (c.visibility == "PUBLIC" || close)
+            matches!(c.state, State::Live | State::Journaled) && (c.visibility == "PUBLIC" || close)
         };
         let expect_all = set(cases
             .iter()
@@ -128,16 +135,37 @@ async fn check_all(
         let ctx = |path: &str| format!("{who} via {path}");
 
         // Pages.
-        let feed = app.ok(token, "{ momentFeed(first: 50) { nodes { id } } }", json!({})).await;
-        assert_eq!(node_ids(&feed["momentFeed"]), expect_all, "{}", ctx("momentFeed"));
+        let feed = app
+            .ok(
+                token,
+                "{ momentFeed(first: 50) { nodes { id } } }",
+                json!({}),
+            )
+            .await;
+        assert_eq!(
+            node_ids(&feed["momentFeed"]),
+            expect_all,
+            "{}",
+            ctx("momentFeed")
+        );
         let q = "query($u: ID!) { user(id: $u) { all: moments(first: 50) { nodes { id } } diary: moments(first: 50, journaled: true) { nodes { id } } } }";
         let user = app.ok(token, q, json!({ "u": author.id })).await;
-        assert_eq!(node_ids(&user["user"]["all"]), expect_all, "{}", ctx("User.moments"));
+        assert_eq!(
+            node_ids(&user["user"]["all"]),
+            expect_all,
+            "{}",
+            ctx("User.moments")
+        );
         let diary = set(cases
             .iter()
             .filter(|c| sees(c) && c.state == State::Journaled)
             .flat_map(|c| [c.standalone.clone(), c.located.clone()]));
-        assert_eq!(node_ids(&user["user"]["diary"]), diary, "{}", ctx("User.moments(journaled)"));
+        assert_eq!(
+            node_ids(&user["user"]["diary"]),
+            diary,
+            "{}",
+            ctx("User.moments(journaled)")
+        );
 
         // The map, over the whole world.
         let map = app
@@ -157,12 +185,20 @@ async fn check_all(
             .filter(|m| m["__typename"] == "LocationPin")
             .map(|m| {
                 assert_eq!(m["badgeCount"], 1, "{}", ctx("LocationPin.badgeCount"));
-                assert_eq!(m["location"]["momentCount"], 1, "{}", ctx("LocationPin.location.momentCount"));
+                assert_eq!(
+                    m["location"]["momentCount"],
+                    1,
+                    "{}",
+                    ctx("LocationPin.location.momentCount")
+                );
                 m["location"]["id"].as_str().unwrap().to_owned()
             }));
         assert_eq!(
             pins,
-            set(cases.iter().filter(|c| sees(c)).map(|c| c.standalone.clone())),
+            set(cases
+                .iter()
+                .filter(|c| sees(c))
+                .map(|c| c.standalone.clone())),
             "{}",
             ctx("mapMarkers MomentPin")
         );
@@ -174,17 +210,35 @@ async fn check_all(
         );
 
         // Each moment and location by every single-object path.
-        let all_ids: Vec<&String> = cases.iter().flat_map(|c| [&c.standalone, &c.located]).collect();
+        let all_ids: Vec<&String> = cases
+            .iter()
+            .flat_map(|c| [&c.standalone, &c.located])
+            .collect();
         let nodes = app
-            .ok(token, "query($ids: [ID!]!) { nodes(ids: $ids) { id } }", json!({ "ids": all_ids }))
+            .ok(
+                token,
+                "query($ids: [ID!]!) { nodes(ids: $ids) { id } }",
+                json!({ "ids": all_ids }),
+            )
             .await;
         for (i, id) in all_ids.iter().enumerate() {
             let case = &cases[i / 2];
             let visible = sees(case);
             let q = "query($id: ID!) { moment(id: $id) { id likers { nodes { id } } } node(id: $id) { id ... on Moment { likesCount } } }";
             let one = app.ok(token, q, json!({ "id": id })).await;
-            assert_eq!(!one["moment"].is_null(), visible, "{} {case:?}", ctx("moment"));
-            assert_eq!(!one["node"].is_null(), visible, "{} {:?}", ctx("node"), case.state);
+            assert_eq!(
+                !one["moment"].is_null(),
+                visible,
+                "{} {case:?}",
+                ctx("moment")
+            );
+            assert_eq!(
+                !one["node"].is_null(),
+                visible,
+                "{} {:?}",
+                ctx("node"),
+                case.state
+            );
             assert_eq!(!nodes["nodes"][i].is_null(), visible, "{}", ctx("nodes"));
             if visible {
                 assert_eq!(
@@ -199,22 +253,35 @@ async fn check_all(
             let toggle = "mutation($id: ID!) { toggleMomentLike(momentId: $id) { likesCount viewerHasLiked } }";
             match viewer {
                 None => {
-                    assert_eq!(app.err(None, toggle, json!({ "id": id })).await, "UNAUTHENTICATED");
                     assert_eq!(
-                        app.err(None, set_like, json!({ "id": id, "l": true })).await,
+                        app.err(None, toggle, json!({ "id": id })).await,
+                        "UNAUTHENTICATED"
+                    );
+                    assert_eq!(
+                        app.err(None, set_like, json!({ "id": id, "l": true }))
+                            .await,
                         "UNAUTHENTICATED"
                     );
                 }
                 Some(v) if visible => {
-                    let liked = app.ok(v.token(), set_like, json!({ "id": id, "l": true })).await;
+                    let liked = app
+                        .ok(v.token(), set_like, json!({ "id": id, "l": true }))
+                        .await;
                     assert_eq!(liked["setMomentLike"]["viewerHasLiked"], true);
                     let unliked = app.ok(v.token(), toggle, json!({ "id": id })).await;
                     assert_eq!(unliked["toggleMomentLike"]["viewerHasLiked"], false);
                 }
                 Some(v) => {
                     let resp = app.gql(v.token(), toggle, json!({ "id": id })).await;
-                    assert_eq!(error_code(&resp), "NOT_FOUND", "{}", ctx("toggleMomentLike"));
-                    let resp = app.gql(v.token(), set_like, json!({ "id": id, "l": false })).await;
+                    assert_eq!(
+                        error_code(&resp),
+                        "NOT_FOUND",
+                        "{}",
+                        ctx("toggleMomentLike")
+                    );
+                    let resp = app
+                        .gql(v.token(), set_like, json!({ "id": id, "l": false }))
+                        .await;
                     assert_eq!(error_code(&resp), "NOT_FOUND", "{}", ctx("setMomentLike"));
                 }
             }
@@ -223,8 +290,18 @@ async fn check_all(
             let q = "query($id: ID!) { location(id: $id) { momentCount moments { nodes { id } } } node(id: $id) { ... on Location { momentCount } } }";
             let loc = app.ok(token, q, json!({ "id": case.location })).await;
             let expected = usize::from(sees(case));
-            assert_eq!(loc["location"]["momentCount"], expected, "{}", ctx("Location.momentCount"));
-            assert_eq!(loc["node"]["momentCount"], expected, "{}", ctx("node Location.momentCount"));
+            assert_eq!(
+                loc["location"]["momentCount"],
+                expected,
+                "{}",
+                ctx("Location.momentCount")
+            );
+            assert_eq!(
+                loc["node"]["momentCount"],
+                expected,
+                "{}",
+                ctx("node Location.momentCount")
+            );
             assert_eq!(
                 node_ids(&loc["location"]["moments"]).len(),
                 expected,
@@ -235,7 +312,11 @@ async fn check_all(
     }
     // No like was left behind by the like checks.
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM moment_likes").await, 0);
-    assert_eq!(app.count("SELECT COALESCE(SUM(likes_count), 0) AS n FROM moments").await, 0);
+    assert_eq!(
+        app.count("SELECT COALESCE(SUM(likes_count), 0) AS n FROM moments")
+            .await,
+        0
+    );
 }
 
 async fn badges_count_only_what_the_viewer_sees(app: &TestApp) {

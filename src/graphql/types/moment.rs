@@ -3,9 +3,13 @@
 use std::sync::Arc;
 
 use async_graphql::connection::Connection;
-use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject, Union};
+use async_graphql::{
+    ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject, Union,
+};
 
-use super::{DateTime, Media, User, connection, forward_query, id, list_cost, load_user, user_connection};
+use super::{
+    DateTime, Media, User, connection, forward_query, id, list_cost, load_user, user_connection,
+};
 use crate::domain::geo::BoundingBox;
 use crate::domain::moment::{MomentList, Visibility as DomainVisibility};
 use crate::domain::page::{CursorKind, Page};
@@ -92,7 +96,11 @@ impl Moment {
         let Some(lid) = self.0.location_id else {
             return Ok(None);
         };
-        Ok(loaders(ctx)?.locations.load_one(lid).await?.map(Location::new))
+        Ok(loaders(ctx)?
+            .locations
+            .load_one(lid)
+            .await?
+            .map(Location::new))
     }
 
     /// Who may see it.

@@ -3,7 +3,9 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
-use super::{DateTime, FriendshipState, Moment, Status, forward_query, id, list_cost, user_connection};
+use super::{
+    DateTime, FriendshipState, Moment, Status, forward_query, id, list_cost, user_connection,
+};
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
 use crate::domain::moment::MomentList;
 use crate::domain::page::{CursorKind, Page, PageArgs};
