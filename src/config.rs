@@ -114,7 +114,7 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub status_purge_batch: u32,
 
-    /// How long a deleted or expired moment can be restored before the purge removes it.
+    /// How long a deleted moment can be restored; deleted and expired moments are kept this long before the purge.
     #[arg(long, env = "EPHEMERA_MOMENT_GRACE", default_value = "7d", value_parser = parse_duration)]
     pub moment_grace: Duration,
 
