@@ -328,6 +328,42 @@ async fn moment_pages(app: &TestApp) {
         app.err(None, uq, json!({ "u": u.id, "j": "yes" })).await,
         "BAD_USER_INPUT"
     );
+    let uq_after =
+        "query($u: ID!, $a: String) { user(id: $u) { moments(after: $a) { nodes { id } } } }";
+    assert_eq!(
+        app.err(None, uq_after, json!({ "u": u.id, "a": "forged" }))
+            .await,
+        "BAD_USER_INPUT"
+    );
+    let place = app
+        .post_moment(&u, json!({ "placeName": "Here", "visibility": "PUBLIC" }))
+        .await;
+    let lq = "query($l: ID!, $n: Int, $a: String) { location(id: $l) { moments(first: $n, after: $a) { nodes { id } } } }";
+    let l = &place["location"]["id"];
+    assert_eq!(
+        app.err(None, lq, json!({ "l": l, "n": -1 })).await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.err(None, lq, json!({ "l": l, "a": "forged" })).await,
+        "BAD_USER_INPUT"
+    );
+    assert_eq!(
+        app.err(None, lq, json!({ "l": l, "a": other_cursor }))
+            .await,
+        "BAD_USER_INPUT"
+    );
+    // Ids that name nothing read as null; a missing id is refused.
+    let one =
+        "query($id: ID!) { moment(id: $id) { id } location(id: $id) { id } node(id: $id) { id } }";
+    for id in ["abc", "0", "-3", "99999999"] {
+        let data = app.ok(None, one, json!({ "id": id })).await;
+        assert_eq!(
+            data,
+            json!({ "moment": null, "location": null, "node": null })
+        );
+    }
+    assert_eq!(app.err(None, one, json!({})).await, "BAD_USER_INPUT");
 }
 
 async fn expired_moments_vanish_without_a_job(app: &TestApp) {
