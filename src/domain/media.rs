@@ -446,6 +446,26 @@ pub async fn attach<C: ConnectionTrait>(
     Err(AppError::bad_input("the upload has not been checked yet"))
 }
 
+/// Runs `sql`, the insert of a status or moment that takes a media (in the
+/// transaction that [`attach`]ed it). The unique key on `media_id` catches an
+/// attach elsewhere since the check: `BAD_USER_INPUT`.
+pub async fn insert_holder<C: ConnectionTrait>(
+    txn: &C,
+    sql: &str,
+    values: Vec<Value>,
+) -> AppResult<()> {
+    let inserted = txn
+        .execute_raw(db::stmt(txn.get_database_backend(), sql, values))
+        .await;
+    match inserted {
+        Err(e) if db::is_unique_violation(&e) => {
+            Err(AppError::bad_input("this media is already attached"))
+        }
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// Queues the blobs of the media rows matching `filter` and deletes the rows,
 /// in the caller's transaction. `filter` is SQL over `media` with
 /// placeholders `$1..` for `values`. Returns the rows deleted.

@@ -21,7 +21,7 @@ use super::visibility::{scope_sql, visible_moment_sql};
 use super::{BatchReport, Scope};
 use crate::app::AppState;
 use crate::clock::{Millis, duration_millis};
-use crate::db::{self, is_unique_violation, placeholders};
+use crate::db::{self, placeholders};
 use crate::entity::moment;
 use crate::error::{AppError, AppResult};
 
@@ -152,37 +152,29 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
         row.location_id = Some(id);
     }
     super::media::attach(&txn, author, row.media_id, now).await?;
-    let inserted = txn
-        .execute_raw(db::stmt(
-            txn.get_database_backend(),
-            "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, \
+    super::media::insert_holder(
+        &txn,
+        "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, \
                location_id, visibility, is_journaled, duration_hours, expires_at, created_at, \
                deleted_at, likes_count) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, 0)",
-            vec![
-                row.id.into(),
-                row.author_id.into(),
-                row.media_id.into(),
-                row.caption.clone().into(),
-                row.latitude.into(),
-                row.longitude.into(),
-                row.map_cell.into(),
-                row.location_id.into(),
-                row.visibility.clone().into(),
-                row.is_journaled.into(),
-                row.duration_hours.into(),
-                row.expires_at.into(),
-                row.created_at.into(),
-            ],
-        ))
-        .await;
-    match inserted {
-        Err(e) if is_unique_violation(&e) => {
-            return Err(AppError::bad_input("this media is already attached"));
-        }
-        Err(e) => return Err(e.into()),
-        Ok(_) => {}
-    }
+        vec![
+            row.id.into(),
+            row.author_id.into(),
+            row.media_id.into(),
+            row.caption.clone().into(),
+            row.latitude.into(),
+            row.longitude.into(),
+            row.map_cell.into(),
+            row.location_id.into(),
+            row.visibility.clone().into(),
+            row.is_journaled.into(),
+            row.duration_hours.into(),
+            row.expires_at.into(),
+            row.created_at.into(),
+        ],
+    )
+    .await?;
     txn.commit().await?;
     Ok(row)
 }

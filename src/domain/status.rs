@@ -33,7 +33,7 @@ use super::visibility::scope_sql;
 use super::{BatchReport, Scope};
 use crate::app::AppState;
 use crate::clock::Millis;
-use crate::db::{self, for_update, is_unique_violation, placeholders};
+use crate::db::{self, for_update, placeholders};
 use crate::entity::status;
 use crate::error::{AppError, AppResult};
 use crate::events::Event;
@@ -117,30 +117,21 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
     if let Some(media_id) = row.media_id {
         super::media::attach(&txn, author, media_id, now).await?;
     }
-    let inserted = txn
-        .execute_raw(db::stmt(
-            txn.get_database_backend(),
-            "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
+    super::media::insert_holder(
+        &txn,
+        "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            vec![
-                row.id.into(),
-                row.author_id.into(),
-                row.media_id.into(),
-                row.caption.clone().into(),
-                row.bg_color.clone().into(),
-                row.created_at.into(),
-                row.expires_at.into(),
-            ],
-        ))
-        .await;
-    match inserted {
-        // The unique key on media_id: attached elsewhere since the check.
-        Err(e) if is_unique_violation(&e) => {
-            return Err(AppError::bad_input("this media is already attached"));
-        }
-        Err(e) => return Err(e.into()),
-        Ok(_) => {}
-    }
+        vec![
+            row.id.into(),
+            row.author_id.into(),
+            row.media_id.into(),
+            row.caption.clone().into(),
+            row.bg_color.clone().into(),
+            row.created_at.into(),
+            row.expires_at.into(),
+        ],
+    )
+    .await?;
     txn.commit().await?;
     app.events
         .publish(Event::StatusCreated(std::sync::Arc::new(row.clone())));

@@ -126,15 +126,7 @@ async fn expiry_and_purge_lifecycle(app: &TestApp) {
 async fn concurrent_runs_share_the_work(app: &TestApp) {
     let u = app.sign_up("many").await;
     app.seed_moments(&u, 120, Seed::default()).await;
-    app.seed_moments(
-        &u,
-        5,
-        Seed {
-            journaled: true,
-            ..Seed::default()
-        },
-    )
-    .await;
+    app.seed_moments(&u, 5, Seed::journaled()).await;
     app.clock.advance(DAY * 2);
     let now = app.clock.now();
     let (a, b, c) = tokio::join!(
@@ -268,15 +260,7 @@ async fn jobs_run_commands() {
         .set(chrono::Utc::now().timestamp_millis() - 10 * 86_400_000);
     let u = app.sign_up("commander").await;
     app.seed_moments(&u, 2, Seed::default()).await;
-    app.seed_moments(
-        &u,
-        1,
-        Seed {
-            journaled: true,
-            ..Seed::default()
-        },
-    )
-    .await;
+    app.seed_moments(&u, 1, Seed::journaled()).await;
     let run = |job: &'static str| {
         let url = app.database_url.clone();
         async move {

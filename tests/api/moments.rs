@@ -16,6 +16,7 @@ both_backends!(
     delete_and_restore,
     delete_and_restore_rejections,
     moment_pages_run_a_constant_number_of_statements,
+    one_media_one_holder_under_concurrency,
 );
 
 const CREATE: &str = "mutation($i: CreateMomentInput!) { createMoment(input: $i) { id } }";
@@ -611,4 +612,41 @@ async fn moment_pages_run_a_constant_number_of_statements(app: &TestApp) {
         data["user"]["moments"]["nodes"].as_array().unwrap().len(),
         11
     );
+}
+
+/// A media taken by a moment and a status at the same instant goes to exactly one.
+async fn one_media_one_holder_under_concurrency(app: &TestApp) {
+    let u = app.sign_up("racer").await;
+    for _ in 0..3 {
+        let media = app.upload_id(&u).await;
+        let moment = app.gql(
+            u.token(),
+            CREATE,
+            json!({ "i": { "mediaId": media, "latitude": 0, "longitude": 0 } }),
+        );
+        let moment2 = app.gql(
+            u.token(),
+            CREATE,
+            json!({ "i": { "mediaId": media, "latitude": 1, "longitude": 1, "placeName": "Race" } }),
+        );
+        let status = app.gql(
+            u.token(),
+            "mutation($m: ID!) { createStatus(input: { mediaId: $m }) { id } }",
+            json!({ "m": media }),
+        );
+        let (a, b, c) = tokio::join!(moment, moment2, status);
+        let ok = [&a, &b, &c]
+            .iter()
+            .filter(|r| r.get("errors").is_none())
+            .count();
+        assert_eq!(ok, 1, "{a} {b} {c}");
+        for r in [&a, &b, &c] {
+            if r.get("errors").is_some() {
+                assert_eq!(error_code(r), "BAD_USER_INPUT", "{r}");
+            }
+        }
+    }
+    let holders = app.count("SELECT COUNT(*) AS n FROM moments").await
+        + app.count("SELECT COUNT(*) AS n FROM statuses").await;
+    assert_eq!(holders, 3);
 }

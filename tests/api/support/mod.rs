@@ -603,6 +603,16 @@ pub struct Seed {
     pub journaled: bool,
 }
 
+impl Seed {
+    /// Journaled moments at the default place.
+    pub fn journaled() -> Self {
+        Self {
+            journaled: true,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for Seed {
     fn default() -> Self {
         Self {
