@@ -117,6 +117,49 @@ pub fn clamp_limit(limit: i32) -> AppResult<u32> {
     Ok(limit.min(MAX_MARKERS))
 }
 
+/// A query as SQL with `$n` placeholders and its values.
+pub type Query = (String, Vec<Value>);
+
+/// The two map queries for `backend`: standalone moments, then locations
+/// with their badge counts; each fetches at most `fetch` rows. (Public so a
+/// test can check their plans use the cell indexes.)
+pub fn queries(
+    backend: DbBackend,
+    viewer: Option<i64>,
+    bbox: &BoundingBox,
+    fetch: i64,
+    now: Millis,
+) -> [Query; 2] {
+    let base = || vec![now.into(), viewer.unwrap_or(0).into()];
+
+    let mut values = base();
+    let (from, edges) = in_box_sql(backend, "moments", "m", bbox, &mut values);
+    values.push(fetch.into());
+    let standalone = format!(
+        "SELECT m.* FROM {from} \
+         WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {edges} AND {} \
+         ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
+        readable_sql("m", 1, 2),
+        values.len()
+    );
+    let standalone = (standalone, values);
+
+    let mut values = base();
+    let (from, edges) = in_box_sql(backend, "locations", "l", bbox, &mut values);
+    values.push(fetch.into());
+    let located = format!(
+        "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, \
+           l.created_at, COUNT(*) AS badge, MAX(m.created_at) AS latest \
+         FROM {from} JOIN moments m ON m.location_id = l.id \
+         WHERE {edges} AND {} \
+         GROUP BY l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at \
+         ORDER BY latest DESC, l.id DESC LIMIT ${}",
+        readable_sql("m", 1, 2),
+        values.len()
+    );
+    [standalone, (located, values)]
+}
+
 /// The markers `viewer` sees inside `bbox`, at most `limit` (see the module doc).
 pub async fn markers<C: ConnectionTrait>(
     db: &C,
@@ -127,43 +170,10 @@ pub async fn markers<C: ConnectionTrait>(
 ) -> AppResult<Markers> {
     bbox.validate()?;
     let fetch = i64::from(limit) + 1;
-    let backend = db.get_database_backend();
-    let base = || vec![now.into(), viewer.unwrap_or(0).into()];
-
-    let mut values = base();
-    let (from, edges) = in_box_sql(backend, "moments", "m", bbox, &mut values);
-    values.push(fetch.into());
-    let moments: Vec<moment::Model> = db::fetch_all(
-        db,
-        &format!(
-            "SELECT m.* FROM {from} \
-             WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {edges} AND {} \
-             ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
-            readable_sql("m", 1, 2),
-            values.len()
-        ),
-        values,
-    )
-    .await?;
-
-    let mut values = base();
-    let (from, edges) = in_box_sql(backend, "locations", "l", bbox, &mut values);
-    values.push(fetch.into());
-    let locations: Vec<LocationPinRow> = db::fetch_all(
-        db,
-        &format!(
-            "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, \
-               l.created_at, COUNT(*) AS badge, MAX(m.created_at) AS latest \
-             FROM {from} JOIN moments m ON m.location_id = l.id \
-             WHERE {edges} AND {} \
-             GROUP BY l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at \
-             ORDER BY latest DESC, l.id DESC LIMIT ${}",
-            readable_sql("m", 1, 2),
-            values.len()
-        ),
-        values,
-    )
-    .await?;
+    let [(standalone, s_values), (located, l_values)] =
+        queries(db.get_database_backend(), viewer, bbox, fetch, now);
+    let moments: Vec<moment::Model> = db::fetch_all(db, &standalone, s_values).await?;
+    let locations: Vec<LocationPinRow> = db::fetch_all(db, &located, l_values).await?;
 
     // Merge by newest moment; a location pin sorts by its newest moment too.
     let mut all: Vec<((i64, i64), Marker)> = moments

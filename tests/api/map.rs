@@ -15,6 +15,7 @@ both_backends!(
     boxes_across_the_antimeridian,
     map_argument_rejections,
     marker_limits_and_truncation,
+    map_queries_walk_the_cell_indexes,
 );
 
 /// Metres north of a latitude, in degrees.
@@ -287,4 +288,98 @@ async fn marker_limits_and_truncation(app: &TestApp) {
     let data = app.ok(None, MAP, json!({ "b": few, "l": 2 })).await;
     assert_eq!(count(&data), 2);
     assert_eq!(data["mapMarkers"]["truncated"], true);
+}
+
+/// With 20,000 moments and 2,000 locations spread over the world (and the
+/// planner's statistics gathered), both map queries walk the grid-cell
+/// indexes for a city-sized box instead of scanning the tables.
+async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
+    use sea_orm::{ConnectionTrait, DbBackend};
+    let u = app.sign_up("planner").await;
+    let db = &app.state.db;
+    let backend = db.get_database_backend();
+    let series = |n: u32| {
+        format!("WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {n})")
+    };
+    // Integer arithmetic only, so both databases place every row alike.
+    let spread =
+        "(CAST(x AS BIGINT) * 7919) % 170000 AS la, (CAST(x AS BIGINT) * 104729) % 360000 AS lo";
+    let place = "la / 1000.0 - 85, lo / 1000.0 - 180, ((la + 5000) / 100) * 3600 + lo / 100";
+    let author = &u.id;
+    for sql in [
+        format!(
+            "{} INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, created_at, ready_at, attached_at) \
+             SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, 0, 0, 0 FROM g",
+            series(20_000)
+        ),
+        format!(
+            "{} INSERT INTO locations (id, name, name_key, latitude, longitude, map_cell, created_at) \
+             SELECT 3000000 + x, 'p' || x, 'p' || x, {place}, 0 FROM (SELECT x, {spread} FROM g) s",
+            series(2_000)
+        ),
+        format!(
+            "{} INSERT INTO moments (id, author_id, media_id, latitude, longitude, map_cell, location_id, \
+               visibility, is_journaled, duration_hours, expires_at, created_at) \
+             SELECT 2000000 + x, {author}, 1000000 + x, {place}, \
+               CASE WHEN x % 2 = 0 THEN 3000001 + x % 2000 END, 'PUBLIC', FALSE, 24, {far}, x \
+             FROM (SELECT x, {spread} FROM g) s",
+            series(20_000),
+            far = i64::MAX / 2,
+        ),
+    ] {
+        db.execute_unprepared(&sql).await.expect("seed");
+    }
+    let analyze = match backend {
+        DbBackend::Postgres => "ANALYZE moments; ANALYZE locations",
+        _ => "ANALYZE",
+    };
+    for stmt in analyze.split("; ") {
+        db.execute_unprepared(stmt).await.expect("analyze");
+    }
+    let paris = ephemera::domain::geo::BoundingBox {
+        south: 48.75,
+        west: 2.2,
+        north: 48.95,
+        east: 2.5,
+    };
+    let [standalone, located] =
+        ephemera::domain::map::queries(backend, None, &paris, 501, app.clock.now());
+    for ((sql, values), index) in [(standalone, "moments_map"), (located, "locations_map")] {
+        let (explain, column) = match backend {
+            DbBackend::Postgres => ("EXPLAIN", "QUERY PLAN"),
+            _ => ("EXPLAIN QUERY PLAN", "detail"),
+        };
+        let rows = db
+            .query_all_raw(ephemera::db::stmt(
+                backend,
+                &format!("{explain} {sql}"),
+                values,
+            ))
+            .await
+            .expect("explain");
+        let plan: Vec<String> = rows
+            .iter()
+            .map(|r| r.try_get::<String>("", column).expect("plan text"))
+            .collect();
+        let plan = plan.join("\n");
+        assert!(plan.contains(index), "{index} not used:\n{plan}");
+        assert!(
+            !plan.contains("Seq Scan on moments") && !plan.contains("SCAN m\n"),
+            "{plan}"
+        );
+    }
+    // And the answer is right: everything in the box, nothing outside.
+    let data = app
+        .ok(None, MAP, json!({ "b": bbox(48.75, 2.2, 48.95, 2.5) }))
+        .await;
+    for m in data["mapMarkers"]["markers"].as_array().unwrap() {
+        let (lat, lon) = (
+            m["latitude"].as_f64().unwrap(),
+            m["longitude"].as_f64().unwrap(),
+        );
+        assert!(
+            (48.75..=48.95).contains(&lat) && (2.2..=2.5).contains(&lon),
+            "{m}"
+        );
+    }
 }
