@@ -258,6 +258,11 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_MAX_BATCH", default_value_t = 10)]
     pub max_batch: usize,
 
+    /// How long a new websocket may take to send `connection_init` before it is
+    /// closed (code 4408, as graphql-transport-ws says).
+    #[arg(long, env = "EPHEMERA_WS_INIT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub ws_init_timeout: Duration,
+
     /// Events buffered per subscriber before a slow one starts skipping.
     #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]
     pub event_buffer: usize,

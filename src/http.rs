@@ -18,12 +18,13 @@ use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::{BatchRequest, BatchResponse, Data};
 use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::body::Bytes;
-use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use futures_util::{SinkExt, StreamExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
@@ -270,12 +271,25 @@ async fn websocket(state: HttpState, request: Request) -> Response {
     let HttpState { app, schema } = state;
     // A websocket message is held to the same cap as a request body.
     let max = app.config.max_body_bytes;
+    let init_timeout = app.config.ws_init_timeout;
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .max_message_size(max)
         .max_frame_size(max)
-        .on_upgrade(move |socket| {
-            GraphQLWebSocket::new(socket, schema, protocol)
+        .on_upgrade(move |socket| async move {
+            let (mut sink, mut stream) = socket.split();
+            // The first message (connection_init) must come in time; what
+            // came before it (pings) and it are handed on unread.
+            let Some(early) = first_message(&mut stream, init_timeout).await else {
+                let close = CloseFrame {
+                    code: 4408,
+                    reason: "Connection initialisation timeout".into(),
+                };
+                let _ = sink.send(Message::Close(Some(close))).await;
+                return;
+            };
+            let stream = futures_util::stream::iter(early.into_iter().map(Ok)).chain(stream);
+            GraphQLWebSocket::new_with_pair(sink, stream, schema, protocol)
                 .on_connection_init(move |payload| async move {
                     let header = payload
                         .get("authorization")
@@ -287,7 +301,33 @@ async fn websocket(state: HttpState, request: Request) -> Response {
                     Ok(data)
                 })
                 .serve()
+                .await;
         })
+}
+
+/// Reads a websocket until its first text or binary message, within
+/// `timeout`; returns what it read, or `None` if the time ran out or the
+/// client left first.
+async fn first_message<S>(stream: &mut S, timeout: std::time::Duration) -> Option<Vec<Message>>
+where
+    S: futures_util::Stream<Item = Result<Message, axum::Error>> + Unpin,
+{
+    let mut early = Vec::new();
+    let read = async {
+        while let Some(Ok(message)) = stream.next().await {
+            let data = matches!(message, Message::Text(_) | Message::Binary(_));
+            let closing = matches!(message, Message::Close(_));
+            early.push(message);
+            if data || closing {
+                return true;
+            }
+        }
+        false
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(true) => Some(early),
+        _ => None,
+    }
 }
 
 async fn health(State(state): State<HttpState>) -> Response {

@@ -167,3 +167,47 @@ async fn slow_subscribers_do_not_hold_up_others() {
     assert!(got <= 40);
     app.finish().await;
 }
+
+/// A websocket that never sends `connection_init` is closed with 4408 once
+/// `EPHEMERA_WS_INIT_TIMEOUT` passes; pings before it do not keep it open,
+/// and one that does send it in time works as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_init_must_come_in_time() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let app = crate::support::TestApp::spawn_with(crate::support::Backend::Sqlite, |c| {
+        c.ws_init_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let mut request = app.ws_url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    socket.send(Message::Ping(vec![1].into())).await.unwrap();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Close(frame) = message {
+                return frame;
+            }
+        }
+        None
+    })
+    .await
+    .expect("the server closes the socket");
+    let frame = closed.expect("a close frame");
+    assert_eq!(u16::from(frame.code), 4408);
+    assert_eq!(frame.reason.as_str(), "Connection initialisation timeout");
+
+    let (_client, ack) = crate::support::ws::WsClient::connect(
+        &app.ws_url,
+        crate::support::ws::Protocol::TransportWs,
+        json!({}),
+    )
+    .await;
+    assert_eq!(ack["type"], "connection_ack");
+    app.finish().await;
+}
