@@ -87,6 +87,23 @@ pub fn skip_locked(backend: DbBackend) -> &'static str {
     }
 }
 
+/// SQL for the ids of at most `$limit_param` rows of `table` (alias `p`)
+/// that match `filter`, smallest `order_col` first: the batch a job claims.
+/// On PostgreSQL the rows are locked with `SKIP LOCKED`, so jobs on several
+/// instances claim different rows and never wait on each other.
+pub fn claim_batch_sql(
+    backend: DbBackend,
+    table: &str,
+    filter: &str,
+    order_col: &str,
+    limit_param: usize,
+) -> String {
+    format!(
+        "SELECT p.id FROM {table} p WHERE {filter} ORDER BY p.{order_col} LIMIT ${limit_param}{}",
+        skip_locked(backend)
+    )
+}
+
 /// Runs a query and maps every row.
 pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
     db: &C,

@@ -5,6 +5,31 @@
 
 pub use sea_orm_migration::prelude::*;
 
+/// Defines `Migration`, named `$name`, whose `up` and `down` run the module's
+/// `UP` and `DOWN` scripts.
+macro_rules! sql_migration {
+    ($name:literal) => {
+        pub struct Migration;
+
+        impl MigrationName for Migration {
+            fn name(&self) -> &str {
+                $name
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl MigrationTrait for Migration {
+            async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+                crate::run_script(manager, UP).await
+            }
+
+            async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
+                crate::run_script(manager, DOWN).await
+            }
+        }
+    };
+}
+
 mod m20261129_000001_foundation;
 mod m20261129_000002_media_lifecycle;
 mod m20261129_000003_moments;

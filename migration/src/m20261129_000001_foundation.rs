@@ -7,13 +7,7 @@
 
 use sea_orm_migration::prelude::*;
 
-pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261129_000001_foundation"
-    }
-}
+sql_migration!("m20261129_000001_foundation");
 
 const UP: &str = r#"
 CREATE TABLE users (
@@ -101,14 +95,3 @@ DROP TABLE media;
 DROP TABLE friendships;
 DROP TABLE users
 "#;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, UP).await
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, DOWN).await
-    }
-}

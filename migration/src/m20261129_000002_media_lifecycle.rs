@@ -8,13 +8,7 @@
 
 use sea_orm_migration::prelude::*;
 
-pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261129_000002_media_lifecycle"
-    }
-}
+sql_migration!("m20261129_000002_media_lifecycle");
 
 const UP: &str = r#"
 -- NULL while a direct upload waits to be checked (its bytes may not have
@@ -51,14 +45,3 @@ ALTER TABLE media DROP COLUMN upload_expires_at;
 ALTER TABLE media DROP COLUMN attached_at;
 ALTER TABLE media DROP COLUMN ready_at
 "#;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, UP).await
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, DOWN).await
-    }
-}

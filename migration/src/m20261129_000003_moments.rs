@@ -8,13 +8,7 @@
 
 use sea_orm_migration::prelude::*;
 
-pub struct Migration;
-
-impl MigrationName for Migration {
-    fn name(&self) -> &str {
-        "m20261129_000003_moments"
-    }
-}
+sql_migration!("m20261129_000003_moments");
 
 const UP: &str = r#"
 CREATE TABLE locations (
@@ -96,14 +90,3 @@ DROP TABLE moments;
 DROP TABLE place_names;
 DROP TABLE locations
 "#;
-
-#[async_trait::async_trait]
-impl MigrationTrait for Migration {
-    async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, UP).await
-    }
-
-    async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
-        crate::run_script(manager, DOWN).await
-    }
-}

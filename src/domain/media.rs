@@ -546,10 +546,12 @@ pub async fn sweep_unattached(app: &AppState, now: Millis) -> AppResult<u64> {
         }
         let rows: Vec<Row> = db::fetch_all(
             &txn,
-            &format!(
-                "SELECT id FROM media WHERE attached_at IS NULL AND created_at <= $1 \
-                 ORDER BY created_at LIMIT $2{}",
-                skip_locked(txn.get_database_backend())
+            &db::claim_batch_sql(
+                txn.get_database_backend(),
+                "media",
+                "p.attached_at IS NULL AND p.created_at <= $1",
+                "created_at",
+                2,
             ),
             vec![cutoff.into(), batch.into()],
         )

@@ -336,14 +336,16 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
 pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let skip_locked = db::skip_locked(txn.get_database_backend());
+        let claim = db::claim_batch_sql(
+            txn.get_database_backend(),
+            "moments",
+            &expired_moment_sql("p", 1),
+            "expires_at",
+            2,
+        );
         let n = db::execute(
             &txn,
-            &format!(
-                "UPDATE moments SET deleted_at = $1 WHERE id IN ( \
-                   SELECT p.id FROM moments p WHERE {} ORDER BY p.expires_at LIMIT $2{skip_locked})",
-                expired_moment_sql("p", 1)
-            ),
+            &format!("UPDATE moments SET deleted_at = $1 WHERE id IN ({claim})"),
             vec![now.into(), i64::from(batch).into()],
         )
         .await?;
@@ -370,15 +372,16 @@ pub async fn purge(
     let cutoff = now - duration_millis(grace);
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let skip_locked = db::skip_locked(txn.get_database_backend());
+        let claim = db::claim_batch_sql(
+            txn.get_database_backend(),
+            "moments",
+            &purgeable_moment_sql("p", 1),
+            "deleted_at",
+            2,
+        );
         let rows: Vec<MediaRow> = db::fetch_all(
             &txn,
-            &format!(
-                "DELETE FROM moments WHERE id IN ( \
-                   SELECT p.id FROM moments p WHERE {} ORDER BY p.deleted_at LIMIT $2{skip_locked} \
-                 ) RETURNING media_id",
-                purgeable_moment_sql("p", 1)
-            ),
+            &format!("DELETE FROM moments WHERE id IN ({claim}) RETURNING media_id"),
             vec![cutoff.into(), i64::from(batch).into()],
         )
         .await?;

@@ -479,15 +479,16 @@ pub async fn purge_expired(
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {
     let txn = db.begin().await?;
-    let skip_locked = db::skip_locked(txn.get_database_backend());
+    let claim = db::claim_batch_sql(
+        txn.get_database_backend(),
+        "statuses",
+        &expired_status_sql("p", 1),
+        "expires_at",
+        2,
+    );
     let rows: Vec<PurgedRow> = db::fetch_all(
         &txn,
-        &format!(
-            "DELETE FROM statuses WHERE id IN ( \
-               SELECT p.id FROM statuses p WHERE {} ORDER BY p.expires_at LIMIT $2{skip_locked} \
-             ) RETURNING author_id, media_id",
-            expired_status_sql("p", 1)
-        ),
+        &format!("DELETE FROM statuses WHERE id IN ({claim}) RETURNING author_id, media_id"),
         vec![now.into(), i64::from(batch).into()],
     )
     .await?;
