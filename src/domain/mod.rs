@@ -16,6 +16,8 @@ pub mod status;
 pub mod user;
 pub mod visibility;
 
+use crate::error::{AppError, AppResult};
+
 /// Whose content a list shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -23,6 +25,20 @@ pub enum Scope {
     Everyone,
     /// The viewer's own and their accepted friends' (needs a signed-in viewer).
     Friends,
+}
+
+/// Free text of at most `max` characters (named `field` in the error); a
+/// blank one counts as none.
+pub fn normalize_text(text: Option<String>, field: &str, max: usize) -> AppResult<Option<String>> {
+    let Some(text) = text.filter(|c| !c.trim().is_empty()) else {
+        return Ok(None);
+    };
+    if text.chars().count() > max {
+        return Err(AppError::bad_input(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    Ok(Some(text))
 }
 
 /// What a batched job run did.
@@ -36,10 +52,10 @@ pub struct BatchReport {
 
 /// Runs `batch` (one transaction, returning the rows it handled) until a
 /// batch finds nothing: a job drains its whole backlog in one run.
-pub async fn drain_batches<F, Fut>(mut batch: F) -> crate::error::AppResult<BatchReport>
+pub async fn drain_batches<F, Fut>(mut batch: F) -> AppResult<BatchReport>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = crate::error::AppResult<u64>>,
+    Fut: std::future::Future<Output = AppResult<u64>>,
 {
     let mut report = BatchReport::default();
     loop {

@@ -95,7 +95,7 @@ pub fn validate_duration(hours: i32) -> AppResult<()> {
 pub fn validate(input: &mut NewMoment) -> AppResult<()> {
     validate_point(input.latitude, input.longitude)?;
     validate_duration(input.duration_hours)?;
-    input.caption = super::status::normalize_text(input.caption.take(), "caption", MAX_CAPTION)?;
+    input.caption = super::normalize_text(input.caption.take(), "caption", MAX_CAPTION)?;
     if input.location_id.is_some() && input.place_name.is_some() {
         return Err(AppError::bad_input(
             "pass locationId or placeName, not both",

@@ -62,21 +62,7 @@ pub fn validate_bg_color(color: &str) -> AppResult<()> {
 
 /// A caption is at most 500 characters; a blank one counts as none.
 pub fn normalize_caption(caption: Option<String>) -> AppResult<Option<String>> {
-    normalize_text(caption, "caption", MAX_CAPTION)
-}
-
-/// Free text of at most `max` characters (named `field` in the error); a
-/// blank one counts as none.
-pub fn normalize_text(text: Option<String>, field: &str, max: usize) -> AppResult<Option<String>> {
-    let Some(text) = text.filter(|c| !c.trim().is_empty()) else {
-        return Ok(None);
-    };
-    if text.chars().count() > max {
-        return Err(AppError::bad_input(format!(
-            "{field} must be at most {max} characters"
-        )));
-    }
-    Ok(Some(text))
+    super::normalize_text(caption, "caption", MAX_CAPTION)
 }
 
 /// Posts a status that lives for the configured TTL.
