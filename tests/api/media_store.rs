@@ -265,14 +265,9 @@ async fn scheduler_runs_the_media_job() {
     .await;
     let u = app.sign_up("poster").await;
     queue_deletions(&app, &u, 2).await;
-    let mut left = 2;
-    for _ in 0..100 {
-        left = app.count("SELECT COUNT(*) AS n FROM media_deletions").await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = app
+        .wait_for_count("SELECT COUNT(*) AS n FROM media_deletions", 0)
+        .await;
     assert_eq!(left, 0, "the scheduled media job did not run");
     assert!(app.store_keys().await.is_empty());
     app.finish().await;

@@ -226,26 +226,17 @@ async fn scheduler_runs_the_moment_jobs() {
     app.seed_moments(&u, 3, Seed::default()).await;
     app.clock.advance(DAY * 2);
     // Expired by the first tick; purged by a tick an hour of grace later.
-    let mut soft = 0;
-    for _ in 0..100 {
-        soft = app
-            .count("SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NOT NULL")
-            .await;
-        if soft == 3 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let soft = app
+        .wait_for_count(
+            "SELECT COUNT(*) AS n FROM moments WHERE deleted_at IS NOT NULL",
+            3,
+        )
+        .await;
     assert_eq!(soft, 3, "the scheduled expiry did not run");
     app.clock.advance(HOUR * 2);
-    let mut left = 3;
-    for _ in 0..100 {
-        left = app.count("SELECT COUNT(*) AS n FROM moments").await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = app
+        .wait_for_count("SELECT COUNT(*) AS n FROM moments", 0)
+        .await;
     assert_eq!(left, 0, "the scheduled purge did not run");
     app.finish().await;
 }

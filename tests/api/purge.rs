@@ -173,14 +173,9 @@ async fn scheduler_runs_the_purge_and_survives_failures() {
         .execute_unprepared("ALTER TABLE status_tray_away RENAME TO status_tray")
         .await
         .unwrap();
-    let mut left = 3;
-    for _ in 0..100 {
-        left = app.count("SELECT COUNT(*) AS n FROM statuses").await;
-        if left == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = app
+        .wait_for_count("SELECT COUNT(*) AS n FROM statuses", 0)
+        .await;
     assert_eq!(left, 0, "the scheduled purge did not run again");
     app.finish().await;
 }

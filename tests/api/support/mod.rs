@@ -363,6 +363,20 @@ impl TestApp {
         row.try_get::<i64>("", "n").expect("column n")
     }
 
+    /// Waits (bounded, about 10 s) until the count query `sql` gives `n`;
+    /// returns the last count, for the caller to assert on.
+    pub async fn wait_for_count(&self, sql: &str, n: i64) -> i64 {
+        let mut last = self.count(sql).await;
+        for _ in 0..100 {
+            if last == n {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            last = self.count(sql).await;
+        }
+        last
+    }
+
     /// Waits (bounded) until `metric` reaches at least `n`.
     pub async fn wait_for_metric(&self, name: &str, n: u64) {
         for _ in 0..500 {
