@@ -19,6 +19,13 @@ macro_rules! sql_migration {
 
         #[async_trait::async_trait]
         impl MigrationTrait for Migration {
+            // In one transaction on SQLite too: all or nothing, and every
+            // statement on one connection, so a statement never runs against
+            // a schema another pooled connection has not seen change yet.
+            fn use_transaction(&self) -> Option<bool> {
+                Some(true)
+            }
+
             async fn up(&self, manager: &SchemaManager) -> Result<(), DbErr> {
                 crate::run_script(manager, UP).await
             }
@@ -33,6 +40,7 @@ macro_rules! sql_migration {
 mod m20261129_000001_foundation;
 mod m20261129_000002_media_lifecycle;
 mod m20261129_000003_moments;
+mod m20261129_000004_map_counts;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -44,6 +52,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_foundation::Migration),
             Box::new(m20261129_000002_media_lifecycle::Migration),
             Box::new(m20261129_000003_moments::Migration),
+            Box::new(m20261129_000004_map_counts::Migration),
         ]
     }
 }

@@ -120,6 +120,16 @@ impl BoundingBox {
         out
     }
 
+    /// Every grid cell of the box, when it has at most `max` of them.
+    pub fn cells(&self, max: usize) -> Option<Vec<i64>> {
+        let ranges = self.cell_ranges();
+        let count: i64 = ranges.iter().map(|(lo, hi)| hi - lo + 1).sum();
+        if usize::try_from(count).map_or(true, |n| n > max) {
+            return None;
+        }
+        Some(ranges.into_iter().flat_map(|(lo, hi)| lo..=hi).collect())
+    }
+
     /// Whether a point lies in the box (edges included).
     pub fn contains(&self, latitude: f64, longitude: f64) -> bool {
         let lat_ok = (self.south..=self.north).contains(&latitude);
@@ -151,6 +161,30 @@ mod tests {
         assert_eq!(map_cell(-90.0, -180.0), 0);
         assert_eq!(map_cell(90.0, 180.0), ROWS * COLUMNS - 1);
         assert_eq!(map_cell(0.05, 0.05), 900 * COLUMNS + 1800);
+    }
+
+    #[test]
+    fn a_small_box_lists_its_cells() {
+        let paris = BoundingBox {
+            south: 48.6,
+            west: 2.1,
+            north: 49.1,
+            east: 2.6,
+        };
+        let cells = paris.cells(64).unwrap();
+        assert_eq!(cells.len(), 36);
+        assert!(cells.contains(&map_cell(48.85, 2.35)));
+        assert!(paris.cells(35).is_none());
+        let wrapping = BoundingBox {
+            south: 0.01,
+            west: 179.95,
+            north: 0.02,
+            east: -179.95,
+        };
+        assert_eq!(
+            wrapping.cells(64).unwrap(),
+            vec![900 * COLUMNS, 900 * COLUMNS + 3599]
+        );
     }
 
     #[test]

@@ -8,12 +8,13 @@
 //! new place queue and the second finds what the first made. Locations are
 //! never deleted: a location left with no moment stays.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use sea_orm::{ConnectionTrait, FromQueryResult};
+use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Value};
 
+use super::expiry::live_moment_sql;
 use super::geo::{distance_m, latitude_span, map_cell, validate_point};
-use super::moment::readable_sql;
+use super::visibility::friend_ids_sql;
 use crate::clock::Millis;
 use crate::db::{self, placeholders};
 use crate::entity::location;
@@ -139,13 +140,8 @@ pub async fn find<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option<locat
     Ok(find_by_ids(db, &[id]).await?.remove(&id))
 }
 
-#[derive(Debug, FromQueryResult)]
-struct CountRow {
-    location_id: i64,
-    n: i64,
-}
-
-/// For each location, how many live moments attached to it `viewer` may see.
+/// For each of `ids`, how many live moments `viewer` may see there (0 for
+/// none).
 pub async fn moment_counts<C: ConnectionTrait>(
     db: &C,
     viewer: Option<i64>,
@@ -155,22 +151,192 @@ pub async fn moment_counts<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
-    values.extend(ids.iter().map(|&i| i.into()));
-    let rows: Vec<CountRow> = db::fetch_all(
+    let filter = |values: &mut Vec<Value>| {
+        let first = values.len() + 1;
+        values.extend(ids.iter().map(|&i| i.into()));
+        (
+            "locations l".to_owned(),
+            format!("l.id IN ({})", placeholders(first, ids.len())),
+        )
+    };
+    let mut out: HashMap<i64, i64> = ids.iter().map(|&i| (i, 0)).collect();
+    for c in visible_counts(db, viewer, now, filter).await? {
+        out.insert(c.location.id, c.count);
+    }
+    Ok(out)
+}
+
+/// A location with what one viewer may see there.
+#[derive(Clone, Debug)]
+pub struct Counted {
+    pub location: location::Model,
+    /// Live moments the viewer may see there.
+    pub count: i64,
+    /// When the newest of them was posted (`None` when there are none).
+    pub latest: Option<Millis>,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct PublicRow {
+    id: i64,
+    name: String,
+    name_key: String,
+    latitude: f64,
+    longitude: f64,
+    map_cell: i64,
+    created_at: i64,
+    public_moments: i64,
+    n: i64,
+    latest: Option<i64>,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct FriendRow {
+    location_id: i64,
+    n: i64,
+    latest: Option<i64>,
+}
+
+/// Counts, for the locations `filter` picks, the live moments `viewer` may
+/// see, in two statements whose cost follows the locations picked and the
+/// viewer's friends' moments, never the moments stored at those places:
+/// - PUBLIC ones from the `public_moments` counter (not-deleted PUBLIC
+///   moments, kept by every write in the same transaction) less those that
+///   have expired but that the expiry job has not soft-deleted yet (a walk of
+///   the expiry index over at most a few minutes of expiries);
+/// - FRIENDS_ONLY ones of the viewer and their friends, walked from those
+///   authors' moments.
+///
+/// `filter` appends its parameters after `$1` (now) and `$2` (viewer) and
+/// returns the `FROM` source (alias `l`) and condition on the locations.
+pub async fn visible_counts<C, F>(
+    db: &C,
+    viewer: Option<i64>,
+    now: Millis,
+    filter: F,
+) -> AppResult<Vec<Counted>>
+where
+    C: ConnectionTrait,
+    F: Fn(&mut Vec<Value>) -> (String, String),
+{
+    let base = || -> Vec<Value> { vec![now.into(), viewer.unwrap_or(0).into()] };
+    let mut values = base();
+    let (from, cond) = filter(&mut values);
+    let public: Vec<PublicRow> = db::fetch_all(
         db,
         &format!(
-            "SELECT m.location_id, COUNT(*) AS n FROM moments m \
-             WHERE m.location_id IN ({}) AND {} GROUP BY m.location_id",
-            placeholders(3, ids.len()),
-            readable_sql("m", 1, 2)
+            "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at, \
+               l.public_moments, COALESCE(e.n, 0) AS n, \
+               (SELECT y.created_at FROM moments y WHERE y.location_id = l.id \
+                  AND y.visibility = 'PUBLIC' AND {live_y} \
+                  ORDER BY y.created_at DESC LIMIT 1) AS latest \
+             FROM {from} LEFT JOIN (SELECT x.location_id, COUNT(*) AS n FROM moments x \
+               WHERE x.{expired_not_deleted} AND x.location_id IS NOT NULL \
+                 AND x.visibility = 'PUBLIC' GROUP BY x.location_id) e ON e.location_id = l.id \
+             WHERE {cond}",
+            live_y = live_moment_sql("y", 1),
+            expired_not_deleted =
+                "deleted_at IS NULL AND x.expires_at IS NOT NULL AND x.expires_at <= $1",
         ),
         values,
     )
     .await?;
-    let mut out: HashMap<i64, i64> = ids.iter().map(|&i| (i, 0)).collect();
-    out.extend(rows.into_iter().map(|r| (r.location_id, r.n)));
-    Ok(out)
+    let mut friends: HashMap<i64, FriendRow> = HashMap::new();
+    if viewer.is_some() && !public.is_empty() {
+        let mut values = base();
+        let (_, cond) = filter(&mut values);
+        // Drive from the authors (SQLite keeps `CROSS JOIN` order as written).
+        let join = if db.get_database_backend() == DbBackend::Postgres {
+            "JOIN"
+        } else {
+            "CROSS JOIN"
+        };
+        let rows: Vec<FriendRow> = db::fetch_all(
+            db,
+            &format!(
+                "SELECT m.location_id, COUNT(*) AS n, MAX(m.created_at) AS latest \
+                 FROM (SELECT $2 AS id UNION ALL {friends}) f \
+                 {join} moments m ON m.author_id = f.id \
+                 {join} locations l ON l.id = m.location_id \
+                 WHERE m.location_id IS NOT NULL AND m.visibility = 'FRIENDS_ONLY' AND {live_m} \
+                   AND {cond} GROUP BY m.location_id",
+                friends = friend_ids_sql(2),
+                live_m = live_moment_sql("m", 1),
+            ),
+            values,
+        )
+        .await?;
+        friends.extend(rows.into_iter().map(|r| (r.location_id, r)));
+    }
+    Ok(public
+        .into_iter()
+        .map(|r| {
+            let f = friends.get(&r.id);
+            let count = r.public_moments - r.n + f.map_or(0, |f| f.n);
+            let latest = r.latest.max(f.and_then(|f| f.latest));
+            Counted {
+                location: location::Model {
+                    id: r.id,
+                    name: r.name,
+                    name_key: r.name_key,
+                    latitude: r.latitude,
+                    longitude: r.longitude,
+                    map_cell: r.map_cell,
+                    created_at: r.created_at,
+                },
+                count,
+                latest,
+            }
+        })
+        .collect())
+}
+
+/// A moment's place in the PUBLIC counters: its location and visibility.
+#[derive(Debug, FromQueryResult)]
+pub struct Placed {
+    pub location_id: Option<i64>,
+    pub visibility: String,
+}
+
+/// Adds `sign` (1 or -1) to the `public_moments` counter of the location of
+/// each PUBLIC moment in `moments`, locations in ascending id order (so two
+/// transactions never take them in opposite orders).
+pub async fn count_public<C: ConnectionTrait>(
+    db: &C,
+    moments: &[Placed],
+    sign: i64,
+) -> AppResult<()> {
+    let mut deltas: BTreeMap<i64, i64> = BTreeMap::new();
+    for m in moments {
+        if let (Some(l), true) = (m.location_id, m.visibility == "PUBLIC") {
+            *deltas.entry(l).or_default() += sign;
+        }
+    }
+    for (id, delta) in deltas {
+        db::execute(
+            db,
+            "UPDATE locations SET public_moments = public_moments + $1 WHERE id = $2",
+            vec![delta.into(), id.into()],
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Takes an account's not-deleted PUBLIC moments off the counters, before
+/// the account's deletion cascades to its moments.
+pub async fn forget_author<C: ConnectionTrait>(db: &C, author: i64) -> AppResult<()> {
+    let placed: Vec<Placed> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT location_id, visibility FROM moments \
+             WHERE author_id = $1 AND deleted_at IS NULL AND location_id IS NOT NULL{}",
+            db::for_update(db.get_database_backend())
+        ),
+        vec![author.into()],
+    )
+    .await?;
+    count_public(db, &placed, -1).await
 }
 
 #[cfg(test)]

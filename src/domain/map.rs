@@ -5,14 +5,19 @@
 //! badge counts only those moments, so a badge never reveals a moment the
 //! viewer may not see. A location-attached moment is never pinned on its own.
 //!
-//! Both queries walk the grid cells of the box (`domain::geo`) through an
-//! index, so their cost follows what lies in the box, not what is stored.
+//! Both walk the grid cells of the box (`domain::geo`) through an index.
+//! Standalone moments of a city-sized box are read cell by cell, newest
+//! first, and merged, so what is read follows the markers returned; a larger
+//! box reads the moments in it. Location badges come from per-location
+//! counters (`domain::location::visible_counts`), so they cost the same
+//! whether a place holds ten moments or ten thousand.
 //! Markers are ordered by their newest moment, newest first; when more than
 //! `limit` are in the box the newest `limit` are kept and `truncated` is set.
 
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Value};
+use sea_orm::{ConnectionTrait, DbBackend, Value};
 
 use super::geo::BoundingBox;
+use super::location::visible_counts;
 use super::moment::readable_sql;
 use crate::clock::Millis;
 use crate::db;
@@ -36,19 +41,6 @@ pub enum Marker {
 pub struct Markers {
     pub markers: Vec<Marker>,
     pub truncated: bool,
-}
-
-#[derive(Debug, FromQueryResult)]
-struct LocationPinRow {
-    id: i64,
-    name: String,
-    name_key: String,
-    latitude: f64,
-    longitude: f64,
-    map_cell: i64,
-    created_at: i64,
-    badge: i64,
-    latest: i64,
 }
 
 /// The SQL that puts rows of table `table` (alias `a`) inside `bbox`, with
@@ -87,12 +79,18 @@ fn in_box_sql(
             .collect();
         (
             format!(
-                "(VALUES {}) cells JOIN {table} {a} ON {a}.map_cell BETWEEN cells.column1 AND cells.column2",
+                "(VALUES {}) cells CROSS JOIN {table} {a} ON {a}.map_cell BETWEEN cells.column1 AND cells.column2",
                 list.join(", ")
             ),
             String::new(),
         )
     };
+    let edges = format!("{cells}{}", edges_sql(a, bbox, values));
+    (from, edges)
+}
+
+/// SQL that keeps the rows of alias `a` inside the box's exact edges.
+fn edges_sql(a: &str, bbox: &BoundingBox, values: &mut Vec<Value>) -> String {
     let param = |v: f64, values: &mut Vec<Value>| {
         values.push(v.into());
         format!("${}", values.len())
@@ -106,8 +104,53 @@ fn in_box_sql(
     } else {
         format!("{a}.longitude BETWEEN {west} AND {east}")
     };
-    let edges = format!("{cells}{a}.latitude BETWEEN {south} AND {north} AND {lon}");
-    (from, edges)
+    format!("{a}.latitude BETWEEN {south} AND {north} AND {lon}")
+}
+
+/// Boxes of at most this many cells (a city) read their standalone moments
+/// cell by cell, newest first, merged (see [`standalone_by_cell`]).
+const MERGE_CELLS: usize = 64;
+
+/// The standalone moments of a box of few cells: one index walk per cell
+/// along `moments_map (map_cell, created_at, id)`, newest first, merged by
+/// the database so that it stops after `fetch` rows. What it reads follows
+/// the markers returned, not how many moments the box holds. PostgreSQL
+/// merges a `UNION ALL` in a subquery (`Merge Append`); SQLite merges a
+/// compound `SELECT`'s arms when the `ORDER BY` is on the compound itself.
+fn standalone_by_cell(
+    backend: DbBackend,
+    cells: &[i64],
+    bbox: &BoundingBox,
+    mut values: Vec<Value>,
+    fetch: i64,
+) -> Query {
+    let edges = edges_sql("m", bbox, &mut values);
+    let readable = readable_sql("m", 1, 2);
+    let arms: Vec<String> = cells
+        .iter()
+        .map(|&cell| {
+            values.push(cell.into());
+            format!(
+                "SELECT m.* FROM moments m WHERE m.map_cell = ${} AND m.location_id IS NULL \
+                 AND m.deleted_at IS NULL AND {edges} AND {readable}",
+                values.len()
+            )
+        })
+        .collect();
+    values.push(fetch.into());
+    let limit = values.len();
+    let sql = if backend == DbBackend::Postgres {
+        format!(
+            "SELECT * FROM ({}) u ORDER BY u.created_at DESC, u.id DESC LIMIT ${limit}",
+            arms.join(" UNION ALL ")
+        )
+    } else {
+        format!(
+            "{} ORDER BY created_at DESC, id DESC LIMIT ${limit}",
+            arms.join(" UNION ALL ")
+        )
+    };
+    (sql, values)
 }
 
 /// Checks a requested marker limit: not negative; above 1,000 is clamped.
@@ -120,9 +163,9 @@ pub fn clamp_limit(limit: i32) -> AppResult<u32> {
 /// A query as SQL with `$n` placeholders and its values.
 pub type Query = (String, Vec<Value>);
 
-/// The two map queries for `backend`: standalone moments, then locations
-/// with their badge counts; each fetches at most `fetch` rows. (Public so a
-/// test can check their plans use the cell indexes.)
+/// The map's standalone-moment query for `backend`, fetching at most
+/// `fetch` rows, and a query of the ids of the locations in the box. (Public
+/// so a test can check their plans use the cell indexes.)
 pub fn queries(
     backend: DbBackend,
     viewer: Option<i64>,
@@ -131,33 +174,27 @@ pub fn queries(
     now: Millis,
 ) -> [Query; 2] {
     let base = || vec![now.into(), viewer.unwrap_or(0).into()];
+    let standalone = match bbox.cells(MERGE_CELLS) {
+        Some(cells) => standalone_by_cell(backend, &cells, bbox, base(), fetch),
+        None => {
+            let mut values = base();
+            let (from, edges) = in_box_sql(backend, "moments", "m", bbox, &mut values);
+            values.push(fetch.into());
+            let sql = format!(
+                "SELECT m.* FROM {from} \
+                 WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {edges} AND {} \
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
+                readable_sql("m", 1, 2),
+                values.len()
+            );
+            (sql, values)
+        }
+    };
 
-    let mut values = base();
-    let (from, edges) = in_box_sql(backend, "moments", "m", bbox, &mut values);
-    values.push(fetch.into());
-    let standalone = format!(
-        "SELECT m.* FROM {from} \
-         WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {edges} AND {} \
-         ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
-        readable_sql("m", 1, 2),
-        values.len()
-    );
-    let standalone = (standalone, values);
-
-    let mut values = base();
+    let mut values = Vec::new();
     let (from, edges) = in_box_sql(backend, "locations", "l", bbox, &mut values);
-    values.push(fetch.into());
-    let located = format!(
-        "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, \
-           l.created_at, COUNT(*) AS badge, MAX(m.created_at) AS latest \
-         FROM {from} JOIN moments m ON m.location_id = l.id \
-         WHERE {edges} AND {} \
-         GROUP BY l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at \
-         ORDER BY latest DESC, l.id DESC LIMIT ${}",
-        readable_sql("m", 1, 2),
-        values.len()
-    );
-    [standalone, (located, values)]
+    let located = (format!("SELECT l.id FROM {from} WHERE {edges}"), values);
+    [standalone, located]
 }
 
 /// The markers `viewer` sees inside `bbox`, at most `limit` (see the module doc).
@@ -170,27 +207,24 @@ pub async fn markers<C: ConnectionTrait>(
 ) -> AppResult<Markers> {
     bbox.validate()?;
     let fetch = i64::from(limit) + 1;
-    let [(standalone, s_values), (located, l_values)] =
-        queries(db.get_database_backend(), viewer, bbox, fetch, now);
+    let backend = db.get_database_backend();
+    let [(standalone, s_values), _] = queries(backend, viewer, bbox, fetch, now);
     let moments: Vec<moment::Model> = db::fetch_all(db, &standalone, s_values).await?;
-    let locations: Vec<LocationPinRow> = db::fetch_all(db, &located, l_values).await?;
+    let locations = visible_counts(db, viewer, now, |values| {
+        in_box_sql(backend, "locations", "l", bbox, values)
+    })
+    .await?;
 
     // Merge by newest moment; a location pin sorts by its newest moment too.
     let mut all: Vec<((i64, i64), Marker)> = moments
         .into_iter()
         .map(|m| ((m.created_at, m.id), Marker::Moment(m)))
-        .chain(locations.into_iter().map(|r| {
-            let key = (r.latest, r.id);
-            let l = location::Model {
-                id: r.id,
-                name: r.name,
-                name_key: r.name_key,
-                latitude: r.latitude,
-                longitude: r.longitude,
-                map_cell: r.map_cell,
-                created_at: r.created_at,
-            };
-            (key, Marker::Location(l, r.badge))
+        .chain(locations.into_iter().filter_map(|c| {
+            let latest = c.latest.filter(|_| c.count > 0)?;
+            Some((
+                (latest, c.location.id),
+                Marker::Location(c.location, c.count),
+            ))
         }))
         .collect();
     all.sort_by_key(|m| std::cmp::Reverse(m.0));

@@ -16,6 +16,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionT
 
 use super::expiry::{expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql};
 use super::geo::{map_cell, validate_point};
+use super::location::{self, Placed};
 use super::page::{Key, Page, PageQuery};
 use super::visibility::{scope_sql, visible_moment_sql};
 use super::{BatchReport, Scope};
@@ -175,6 +176,11 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
         ],
     )
     .await?;
+    let placed = Placed {
+        location_id: row.location_id,
+        visibility: row.visibility.clone(),
+    };
+    location::count_public(&txn, &[placed], 1).await?;
     txn.commit().await?;
     Ok(row)
 }
@@ -276,18 +282,23 @@ pub async fn page<C: ConnectionTrait>(
 /// else's that they can see.
 pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
     let now = app.clock.now();
-    let updated = db::execute(
-        &app.db,
+    let txn = app.db.begin().await?;
+    let deleted: Vec<Placed> = db::fetch_all(
+        &txn,
         &format!(
-            "UPDATE moments SET deleted_at = $1 WHERE id = $2 AND author_id = $3 AND {}",
+            "UPDATE moments SET deleted_at = $1 WHERE id = $2 AND author_id = $3 AND {} \
+             RETURNING location_id, visibility",
             live_moment_sql("moments", 1)
         ),
         vec![now.into(), id.into(), viewer.into()],
     )
     .await?;
-    if updated == 1 {
+    if !deleted.is_empty() {
+        location::count_public(&txn, &deleted, -1).await?;
+        txn.commit().await?;
         return Ok(id);
     }
+    drop(txn);
     Err(match find_readable(&app.db, Some(viewer), id, now).await? {
         Some(_) => AppError::forbidden("only the author may delete a moment"),
         None => AppError::not_found("moment not found"),
@@ -301,8 +312,9 @@ pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
 pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::Model> {
     let now = app.clock.now();
     let cutoff = now - duration_millis(app.config.moment_grace);
+    let txn = app.db.begin().await?;
     let restored: Vec<moment::Model> = db::fetch_all(
-        &app.db,
+        &txn,
         "UPDATE moments SET deleted_at = NULL \
          WHERE id = $1 AND author_id = $2 AND deleted_at IS NOT NULL AND deleted_at > $3 \
            AND (expires_at IS NULL OR expires_at > $4) RETURNING *",
@@ -310,8 +322,15 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
     )
     .await?;
     if let Some(m) = restored.into_iter().next() {
+        let placed = Placed {
+            location_id: m.location_id,
+            visibility: m.visibility.clone(),
+        };
+        location::count_public(&txn, &[placed], 1).await?;
+        txn.commit().await?;
         return Ok(m);
     }
+    drop(txn);
     let own: Option<moment::Model> = db::fetch_one(
         &app.db,
         "SELECT * FROM moments WHERE id = $1 AND author_id = $2",
@@ -343,14 +362,18 @@ pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResu
             "expires_at",
             2,
         );
-        let n = db::execute(
+        let expired: Vec<Placed> = db::fetch_all(
             &txn,
-            &format!("UPDATE moments SET deleted_at = $1 WHERE id IN ({claim})"),
+            &format!(
+                "UPDATE moments SET deleted_at = $1 WHERE id IN ({claim}) \
+                 RETURNING location_id, visibility"
+            ),
             vec![now.into(), i64::from(batch).into()],
         )
         .await?;
+        location::count_public(&txn, &expired, -1).await?;
         txn.commit().await?;
-        Ok(n)
+        Ok(expired.len() as u64)
     })
     .await
 }

@@ -191,6 +191,7 @@ pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppRes
     }
     super::media::queue_owner_blobs(&txn, id, now).await?;
     super::like::forget_user(&txn, id).await?;
+    super::location::forget_author(&txn, id).await?;
     let deleted = db::execute(&txn, "DELETE FROM users WHERE id = $1", vec![id.into()]).await?;
     if deleted == 0 {
         return Err(gone());

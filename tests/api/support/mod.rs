@@ -601,6 +601,13 @@ impl TestApp {
                 ],
             )
             .await;
+            // Keep the location's PUBLIC counter as the server would.
+            exec(
+                "UPDATE locations SET public_moments = public_moments + 1 \
+                 WHERE id = $1 AND $2 = 'PUBLIC'",
+                vec![seed.location.into(), seed.visibility.into()],
+            )
+            .await;
             ids.push(id);
         }
         ids

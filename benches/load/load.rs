@@ -1,0 +1,293 @@
+//! HTTP load: the queries the clients send most, a closed loop for
+//! throughput and an open loop for latency.
+//!
+//! The closed loop keeps `concurrency` requests in flight for the run and
+//! counts answers. The open loop sends at a fixed rate whatever the server
+//! does, and measures each request from the moment it was due, so a server
+//! that falls behind shows its queueing in the percentiles instead of hiding
+//! it by slowing the client down (coordinated omission).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use serde_json::json;
+use tokio::time::Instant;
+
+use crate::Opts;
+use crate::seed::{Bench, PARIS};
+use crate::server::Server;
+
+/// Signed-in viewers the requests rotate through.
+const VIEWERS: i64 = 8;
+
+/// One kind of request, as a few variants (viewers, authors) to rotate through.
+pub struct Query {
+    pub name: &'static str,
+    pub bodies: Vec<Request>,
+}
+
+/// One request: its body and, when signed in, a bearer token.
+#[derive(Clone)]
+pub struct Request {
+    pub body: Bytes,
+    pub auth: Option<String>,
+}
+
+/// What a query did over HTTP.
+#[derive(Clone, Debug, Default)]
+pub struct HttpResult {
+    /// Answers per second with `concurrency` in flight.
+    pub throughput: f64,
+    /// The fixed rate of the open loop.
+    pub rate: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    /// Requests that failed or answered with GraphQL errors.
+    pub errors: u64,
+    pub first_error: Option<String>,
+}
+
+/// The open-loop rate of each query, fixed at the first size it ran at.
+#[derive(Default)]
+pub struct Rates(HashMap<&'static str, f64>);
+
+/// The benchmark's queries, as the apps send them.
+pub fn queries(bench: &Bench) -> Vec<Query> {
+    let signed_in = |query: &str, vars: serde_json::Value, viewer: i64| Request {
+        body: Bytes::from(json!({ "query": query, "variables": vars }).to_string()),
+        auth: Some(format!("Bearer {}", bench.token(viewer))),
+    };
+    let viewers = 1..=VIEWERS;
+    let (plat, plon) = PARIS;
+    #[allow(clippy::cast_precision_loss)]
+    let (lat, lon) = (plat as f64 / 10.0, plon as f64 / 10.0);
+    let bbox =
+        json!({ "south": lat - 0.2, "north": lat + 0.3, "west": lon - 0.2, "east": lon + 0.3 });
+    vec![
+        Query {
+            name: "{ __typename }",
+            bodies: vec![Request {
+                body: Bytes::from_static(br#"{"query":"{ __typename }"}"#),
+                auth: None,
+            }],
+        },
+        Query {
+            name: "storyTray(first: 20)",
+            bodies: viewers
+                .clone()
+                .map(|v| signed_in(TRAY, json!({}), v))
+                .collect(),
+        },
+        Query {
+            name: "statuses(userId, first: 10)",
+            bodies: bench
+                .status_authors(VIEWERS)
+                .into_iter()
+                .zip(viewers.clone())
+                .map(|(author, v)| signed_in(STATUSES, json!({ "u": author.to_string() }), v))
+                .collect(),
+        },
+        Query {
+            name: "momentFeed(first: 20)",
+            bodies: viewers
+                .clone()
+                .map(|v| signed_in(FEED, json!({}), v))
+                .collect(),
+        },
+        Query {
+            name: "mapMarkers(city, limit: 100)",
+            bodies: viewers
+                .map(|v| signed_in(MAP, json!({ "b": bbox }), v))
+                .collect(),
+        },
+    ]
+}
+
+const TRAY: &str = "query { storyTray(first: 20) { edges { cursor node { \
+    author { id username displayName } latestCreatedAt storyCount hasUnseen } } \
+    pageInfo { hasNextPage endCursor } } }";
+
+const STATUSES: &str = "query($u: ID!) { statuses(userId: $u, first: 10) { edges { cursor node { \
+    id caption bgColor createdAt expiresAt viewerHasSeen media { id url width height } } } \
+    pageInfo { hasNextPage endCursor } } }";
+
+const FEED: &str = "query { momentFeed(first: 20) { edges { cursor node { \
+    id caption latitude longitude createdAt expiresAt isJournaled likesCount viewerHasLiked \
+    author { id username } media { url width height } location { id name } } } \
+    pageInfo { hasNextPage endCursor } } }";
+
+const MAP: &str = "query($b: BoundingBoxInput!) { mapMarkers(bbox: $b, limit: 100) { truncated markers { \
+    __typename \
+    ... on MomentPin { latitude longitude moment { id caption media { url } } } \
+    ... on LocationPin { latitude longitude badgeCount location { id name } } } } }";
+
+/// Sends requests to one server.
+#[derive(Clone)]
+struct Client {
+    http: reqwest::Client,
+    url: String,
+}
+
+impl Client {
+    fn new(server: &Server) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .pool_max_idle_per_host(1024)
+                .build()
+                .expect("http client"),
+            url: server.graphql_url(),
+        }
+    }
+
+    /// Sends one request; `Err` with what went wrong.
+    async fn send(&self, req: &Request) -> Result<(), String> {
+        let mut builder = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .body(req.body.clone());
+        if let Some(auth) = &req.auth {
+            builder = builder.header("authorization", auth);
+        }
+        let res = builder.send().await.map_err(|e| e.to_string())?;
+        let status = res.status();
+        let body = res.bytes().await.map_err(|e| e.to_string())?;
+        if !status.is_success() || body.windows(9).any(|w| w == b"\"errors\"") {
+            return Err(format!("{status}: {}", String::from_utf8_lossy(&body)));
+        }
+        Ok(())
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram")
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+    h.value_at_quantile(q) as f64 / 1000.0
+}
+
+/// Counts of one loop.
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    errors: u64,
+    first_error: Option<String>,
+}
+
+impl Tally {
+    fn add(&mut self, r: Result<(), String>) {
+        match r {
+            Ok(()) => self.ok += 1,
+            Err(e) => {
+                self.errors += 1;
+                self.first_error.get_or_insert(e);
+            }
+        }
+    }
+}
+
+/// Requests per second with `concurrency` always in flight, for `run`.
+async fn closed_loop(client: &Client, query: &Query, concurrency: usize, run: Duration) -> Tally {
+    let deadline = Instant::now() + run;
+    let mut tasks = Vec::new();
+    for worker in 0..concurrency {
+        let client = client.clone();
+        let bodies = query.bodies.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tally = Tally::default();
+            let mut n = worker;
+            while Instant::now() < deadline {
+                tally.add(client.send(&bodies[n % bodies.len()]).await);
+                n += concurrency;
+            }
+            tally
+        }));
+    }
+    let mut total = Tally::default();
+    for t in tasks {
+        let t = t.await.expect("worker");
+        total.ok += t.ok;
+        total.errors += t.errors;
+        if total.first_error.is_none() {
+            total.first_error = t.first_error;
+        }
+    }
+    total
+}
+
+/// Latency at `rate` requests per second for `run`, each measured from when
+/// it was due.
+async fn open_loop(
+    client: &Client,
+    query: &Query,
+    rate: f64,
+    run: Duration,
+) -> (Histogram<u64>, Tally) {
+    let interval = Duration::from_secs_f64(1.0 / rate.max(1.0));
+    let started = Instant::now();
+    let end = started + run;
+    let latencies = Arc::new(Mutex::new(histogram()));
+    let tally = Arc::new(Mutex::new(Tally::default()));
+    let mut tasks = Vec::new();
+    let mut due = started;
+    let mut n = 0usize;
+    while due < end {
+        while due <= Instant::now() && due < end {
+            let (client, req) = (client.clone(), query.bodies[n % query.bodies.len()].clone());
+            let (latencies, tally) = (latencies.clone(), tally.clone());
+            let sent_due = due;
+            tasks.push(tokio::spawn(async move {
+                let r = client.send(&req).await;
+                let us = u64::try_from(sent_due.elapsed().as_micros()).unwrap_or(u64::MAX);
+                latencies.lock().expect("histogram").saturating_record(us);
+                tally.lock().expect("tally").add(r);
+            }));
+            n += 1;
+            due += interval;
+        }
+        tokio::time::sleep_until(due).await;
+    }
+    // Requests still out well after the run are cut off and counted as
+    // errors (a server that far behind has failed the rate anyway).
+    let cutoff = Instant::now() + Duration::from_secs(10);
+    for mut t in tasks {
+        if tokio::time::timeout_at(cutoff, &mut t).await.is_err() {
+            t.abort();
+            let mut tally = tally.lock().expect("tally");
+            tally.add(Err("still unanswered 10 s after the run".into()));
+        }
+    }
+    let h = latencies.lock().expect("histogram").clone();
+    let t = std::mem::take(&mut *tally.lock().expect("tally"));
+    (h, t)
+}
+
+/// Throughput, then latency at a fixed rate (half the throughput first
+/// measured for this query, unless told otherwise).
+pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Rates) -> HttpResult {
+    let client = Client::new(server);
+    let run = opts.duration();
+    // Warm up connections, caches and the database's buffers.
+    closed_loop(&client, query, opts.concurrency, run / 4).await;
+    let closed = closed_loop(&client, query, opts.concurrency, run).await;
+    #[allow(clippy::cast_precision_loss)]
+    let throughput = closed.ok as f64 / run.as_secs_f64();
+    let rate = *rates
+        .0
+        .entry(query.name)
+        .or_insert((throughput * opts.rate_fraction).max(1.0));
+    let (latency, open) = open_loop(&client, query, rate, run).await;
+    HttpResult {
+        throughput,
+        rate,
+        p50_ms: ms(&latency, 0.5),
+        p99_ms: ms(&latency, 0.99),
+        errors: closed.errors + open.errors,
+        first_error: closed.first_error.or(open.first_error),
+    }
+}

@@ -1,0 +1,177 @@
+//! The benchmark harness: seeds realistic data at several sizes straight
+//! through SQL, starts the real `ephemera` binary against SQLite and
+//! PostgreSQL, drives it over HTTP and websockets, and prints tables that can
+//! be compared across runs and machines (the README keeps the latest).
+//!
+//! `scripts/bench [options]` runs it (`cargo bench --bench load -- [options]`,
+//! after starting PostgreSQL). Under `cargo test` (no `--bench` argument) it
+//! runs once at a tiny size so CI keeps it working; nothing here asserts a time.
+//!
+//! What each part measures:
+//! - [`load`]: requests per second at a fixed concurrency (closed loop) and
+//!   latency percentiles at a fixed request rate (open loop, measured from
+//!   when each request was due, so queueing shows).
+//! - [`plain`]: the same SQL statements the server ran for those requests
+//!   (captured from its `ephemera::sql` trace log), replayed straight against
+//!   the database at the same concurrency, and through pgbench on PostgreSQL.
+//! - [`subs`]: graphql-transport-ws subscribers, RSS per idle subscriber and
+//!   the time from `createStatus` to delivery.
+//! - [`purge`]: the status purge job against a plain batched `DELETE`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod load;
+mod plain;
+mod purge;
+mod report;
+mod seed;
+mod server;
+mod subs;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use report::Report;
+use seed::Db;
+
+/// Options of a benchmark run.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "bench", about = "ephemera's benchmark harness")]
+pub struct Opts {
+    /// Live statuses and moments at each size, smallest first.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 1_000_000])]
+    pub sizes: Vec<u64>,
+    /// Accounts seeded (each has 50 accepted friends).
+    #[arg(long, default_value_t = 100_000)]
+    pub users: u64,
+    /// Databases to run on.
+    #[arg(long, value_delimiter = ',', default_values_t = [Db::Sqlite, Db::Postgres])]
+    pub dbs: Vec<Db>,
+    /// Seconds each measurement runs.
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Requests in flight in the throughput runs (and pgbench clients).
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Open-loop rate as a fraction of the throughput measured at the
+    /// smallest size (the same rate is then used at every size).
+    #[arg(long, default_value_t = 0.5)]
+    pub rate_fraction: f64,
+    /// Subscriber counts to step through.
+    #[arg(long, value_delimiter = ',', default_values_t = [1_000usize, 5_000, 10_000])]
+    pub subscribers: Vec<usize>,
+    /// Expired statuses (each with media) the purge runs drain.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub purge_rows: u64,
+    /// PostgreSQL URL of a role that may create databases.
+    #[arg(
+        long,
+        env = "EPHEMERA_BENCH_PG_URL",
+        default_value = "postgres://ephemera_test:ephemera_test@127.0.0.1:5432/postgres"
+    )]
+    pub pg_url: String,
+    /// Where databases, logs and scripts go.
+    #[arg(long, default_value = "target/bench")]
+    pub work_dir: PathBuf,
+    /// Leave out parts: any of http, plain, subs, purge, start.
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// Accepted (cargo passes it to benchmarks).
+    #[arg(long, hide = true)]
+    pub bench: bool,
+}
+
+impl Opts {
+    /// The tiny run `cargo test` does: every part once, in a second or two each.
+    fn smoke() -> Self {
+        let pg_url = std::env::var("EPHEMERA_TEST_PG_URL").unwrap_or_else(|_| {
+            "postgres://ephemera_test:ephemera_test@127.0.0.1:5432/postgres".into()
+        });
+        Self {
+            sizes: vec![300, 600],
+            users: 300,
+            dbs: vec![Db::Sqlite, Db::Postgres],
+            seconds: 0.4,
+            concurrency: 4,
+            rate_fraction: 0.5,
+            subscribers: vec![10, 30],
+            purge_rows: 1_000,
+            pg_url,
+            work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
+            skip: Vec::new(),
+            bench: false,
+        }
+    }
+
+    pub fn runs(&self, part: &str) -> bool {
+        !self.skip.iter().any(|s| s == part)
+    }
+
+    pub fn duration(&self) -> Duration {
+        Duration::from_secs_f64(self.seconds)
+    }
+}
+
+fn main() {
+    let bench = std::env::args().any(|a| a == "--bench");
+    let opts = if bench { Opts::parse() } else { Opts::smoke() };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let report = runtime.block_on(run(&opts));
+    println!("{}", report.render(&opts));
+    if !bench {
+        // The smoke run checks the harness works, never how fast anything is.
+        report.assert_complete();
+    }
+}
+
+async fn run(opts: &Opts) -> Report {
+    std::fs::create_dir_all(&opts.work_dir).expect("work dir");
+    let mut report = Report::new();
+    for &db in &opts.dbs {
+        let mut bench = seed::Bench::create(db, opts).await;
+        let mut rates = load::Rates::default();
+        for &size in &opts.sizes {
+            eprintln!("[{db}] seeding to {size} statuses and moments");
+            let seeded = bench.grow(size).await;
+            report.seeded(db, size, seeded);
+            let captured = if opts.runs("plain") {
+                plain::capture(&bench, opts).await
+            } else {
+                Default::default()
+            };
+            let server = bench.serve(&[]).await;
+            report.server_start(db, size, &server);
+            if opts.runs("http") {
+                for query in load::queries(&bench) {
+                    eprintln!("[{db} {size}] {}", query.name);
+                    let http = load::measure(&server, &query, opts, &mut rates).await;
+                    let sql = match captured.get(query.name) {
+                        Some(statements) => Some(plain::measure(&bench, statements, opts).await),
+                        None => None,
+                    };
+                    report.http(db, size, query.name, http, sql);
+                }
+            }
+            report.server_after_load(db, size, server.rss_kib());
+            server.stop().await;
+        }
+        if opts.runs("subs") {
+            eprintln!("[{db}] subscribers");
+            let server = bench.serve(&[]).await;
+            let results = subs::measure(&server, &bench, opts).await;
+            report.subs(db, results);
+            server.stop().await;
+        }
+        if opts.runs("purge") {
+            eprintln!("[{db}] purge of {} expired statuses", opts.purge_rows);
+            report.purge(db, purge::measure(&mut bench, opts).await);
+        }
+        bench.finish().await;
+    }
+    report
+}

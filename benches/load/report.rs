@@ -1,0 +1,339 @@
+//! The results, printed as Markdown tables headed by the machine, the date
+//! and the command, ready to paste into the README.
+
+use std::fmt::Write;
+
+use crate::Opts;
+use crate::load::HttpResult;
+use crate::plain::SqlResult;
+use crate::purge::PurgeResult;
+use crate::seed::{Db, Seeded};
+use crate::server::Server;
+use crate::subs::SubResult;
+
+struct Start {
+    db: Db,
+    size: u64,
+    seeded: Option<Seeded>,
+    ready_ms: f64,
+    idle_rss_kib: u64,
+    after_load_kib: u64,
+}
+
+struct Http {
+    db: Db,
+    size: u64,
+    query: &'static str,
+    http: HttpResult,
+    sql: Option<SqlResult>,
+}
+
+/// Everything measured in one run.
+#[derive(Default)]
+pub struct Report {
+    starts: Vec<Start>,
+    http: Vec<Http>,
+    subs: Vec<(Db, Vec<SubResult>)>,
+    purge: Vec<(Db, PurgeResult)>,
+    pending_seed: Option<(Db, u64, Seeded)>,
+}
+
+fn mib(kib: u64) -> String {
+    #[allow(clippy::cast_precision_loss)]
+    let m = kib as f64 / 1024.0;
+    format!("{m:.1}")
+}
+
+fn ratio(a: f64, b: f64) -> String {
+    if b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "–".into()
+    }
+}
+
+fn size(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+impl Report {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn seeded(&mut self, db: Db, size: u64, seeded: Seeded) {
+        self.pending_seed = Some((db, size, seeded));
+    }
+
+    pub fn server_start(&mut self, db: Db, size: u64, server: &Server) {
+        let seeded = self
+            .pending_seed
+            .take()
+            .filter(|(d, s, _)| *d == db && *s == size)
+            .map(|(_, _, s)| s);
+        eprintln!(
+            "  ready in {:.1} ms, idle RSS {} MiB",
+            server.ready.as_secs_f64() * 1000.0,
+            mib(server.idle_rss_kib)
+        );
+        self.starts.push(Start {
+            db,
+            size,
+            seeded,
+            ready_ms: server.ready.as_secs_f64() * 1000.0,
+            idle_rss_kib: server.idle_rss_kib,
+            after_load_kib: 0,
+        });
+    }
+
+    pub fn server_after_load(&mut self, db: Db, size: u64, rss_kib: u64) {
+        if let Some(s) = self
+            .starts
+            .iter_mut()
+            .rev()
+            .find(|s| s.db == db && s.size == size)
+        {
+            s.after_load_kib = rss_kib;
+        }
+    }
+
+    pub fn http(
+        &mut self,
+        db: Db,
+        size: u64,
+        query: &'static str,
+        http: HttpResult,
+        sql: Option<SqlResult>,
+    ) {
+        eprintln!("  {http:?}\n  {sql:?}");
+        self.http.push(Http {
+            db,
+            size,
+            query,
+            http,
+            sql,
+        });
+    }
+
+    pub fn subs(&mut self, db: Db, results: Vec<SubResult>) {
+        self.subs.push((db, results));
+    }
+
+    pub fn purge(&mut self, db: Db, result: PurgeResult) {
+        eprintln!("  {result:?}");
+        self.purge.push((db, result));
+    }
+
+    /// The tables.
+    pub fn render(&self, opts: &Opts) -> String {
+        let mut out = String::new();
+        let args: Vec<String> = std::env::args()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .collect();
+        let _ = writeln!(
+            out,
+            "\n## ephemera benchmark, {}\n\n{}; command: `scripts/bench{}{}`; \
+             {} s per measurement, {} requests in flight, open-loop rate {} × the first size's throughput.\n",
+            chrono::Utc::now().format("%Y-%m-%d %H:%M UTC"),
+            machine(),
+            if args.is_empty() { "" } else { " " },
+            args.join(" "),
+            opts.seconds,
+            opts.concurrency,
+            opts.rate_fraction,
+        );
+
+        out.push_str(
+            "### Queries over HTTP, and the same SQL without the server\n\n\
+             | db | size | query | req/s | SQL replay req/s | ratio | pgbench tps | ratio | rate req/s | p50 ms | p99 ms | stmts | errors |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for h in &self.http {
+            let (replay, pg, stmts) = match &h.sql {
+                Some(s) => (
+                    format!("{:.0}", s.throughput),
+                    s.pgbench_tps,
+                    s.statements.to_string(),
+                ),
+                None => ("–".into(), None, "0".into()),
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | `{}` | {:.0} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
+                h.db,
+                size(h.size),
+                h.query,
+                h.http.throughput,
+                replay,
+                h.sql
+                    .as_ref()
+                    .map_or("–".into(), |s| ratio(h.http.throughput, s.throughput)),
+                pg.map_or("–".into(), |t| format!("{t:.0}")),
+                pg.map_or("–".into(), |t| ratio(h.http.throughput, t)),
+                h.http.rate,
+                h.http.p50_ms,
+                h.http.p99_ms,
+                stmts,
+                h.http.errors + h.sql.as_ref().map_or(0, |s| s.errors),
+            );
+        }
+
+        if opts.sizes.len() > 1 {
+            let (small, large) = (opts.sizes[0], opts.sizes[opts.sizes.len() - 1]);
+            let _ = writeln!(
+                out,
+                "\n### Growth: {} against {} (same open-loop rate)\n\n\
+                 | db | query | p50 ms | p50 ms | × | p99 ms | p99 ms | × | req/s | req/s | × |\n\
+                 |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+                size(large),
+                size(small)
+            );
+            for a in self.http.iter().filter(|h| h.size == small) {
+                let Some(b) = self
+                    .http
+                    .iter()
+                    .find(|h| h.size == large && h.db == a.db && h.query == a.query)
+                else {
+                    continue;
+                };
+                let (x, y) = (&a.http, &b.http);
+                let _ = writeln!(
+                    out,
+                    "| {} | `{}` | {:.2} | {:.2} | {} | {:.2} | {:.2} | {} | {:.0} | {:.0} | {} |",
+                    a.db,
+                    a.query,
+                    x.p50_ms,
+                    y.p50_ms,
+                    ratio(y.p50_ms, x.p50_ms),
+                    x.p99_ms,
+                    y.p99_ms,
+                    ratio(y.p99_ms, x.p99_ms),
+                    x.throughput,
+                    y.throughput,
+                    ratio(y.throughput, x.throughput),
+                );
+            }
+        }
+
+        out.push_str(
+            "\n### Start-up and memory\n\n\
+             | db | size | seeding s | ready ms | idle RSS MiB | RSS after load MiB |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for s in &self.starts {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {:.1} | {} | {} |",
+                s.db,
+                size(s.size),
+                s.seeded.map_or("–".into(), |x| format!("{:.1}", x.seconds)),
+                s.ready_ms,
+                mib(s.idle_rss_kib),
+                mib(s.after_load_kib),
+            );
+        }
+
+        out.push_str(
+            "\n### Subscriptions (`statusCreated`, graphql-transport-ws)\n\n\
+             | db | subscribers | RSS per idle subscriber KiB | delivered | p50 ms | p99 ms | max ms |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for (db, results) in &self.subs {
+            for r in results {
+                let _ = writeln!(
+                    out,
+                    "| {db} | {} | {:.1} | {}/{} | {:.1} | {:.1} | {:.1} |",
+                    r.subscribers,
+                    r.rss_per_subscriber_kib,
+                    r.delivered,
+                    r.expected,
+                    r.p50_ms,
+                    r.p99_ms,
+                    r.max_ms
+                );
+            }
+        }
+
+        out.push_str(
+            "\n### Purge of expired statuses, each with a media row\n\n\
+             | db | rows | purge job rows/s | outbox rows | plain batched DELETE rows/s | job / plain |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for (db, p) in &self.purge {
+            let _ = writeln!(
+                out,
+                "| {db} | {} | {:.0} | {} | {:.0} | {} |",
+                size(p.rows),
+                p.job_rows_per_s,
+                p.outbox,
+                p.plain_rows_per_s,
+                ratio(p.job_rows_per_s, p.plain_rows_per_s),
+            );
+        }
+        out
+    }
+
+    /// The smoke run's check: every part ran and nothing failed (no times).
+    pub fn assert_complete(&self) {
+        assert!(!self.http.is_empty(), "no HTTP measurements");
+        for h in &self.http {
+            assert!(
+                h.http.errors == 0,
+                "{} on {}: {:?}",
+                h.query,
+                h.db,
+                h.http.first_error
+            );
+            assert!(h.http.throughput > 0.0, "{} answered nothing", h.query);
+            if h.query != "{ __typename }" {
+                let sql = h.sql.as_ref().expect("plain SQL measured");
+                assert!(
+                    sql.statements > 0 && sql.errors == 0,
+                    "{}: {sql:?}",
+                    h.query
+                );
+                if h.db == Db::Postgres {
+                    assert!(sql.pgbench_tps.is_some(), "pgbench ran for {}", h.query);
+                }
+            }
+        }
+        assert!(!self.subs.is_empty(), "no subscription measurements");
+        for (db, results) in &self.subs {
+            for r in results {
+                assert_eq!(r.delivered, r.expected, "{db}: {r:?}");
+            }
+        }
+        assert!(!self.purge.is_empty(), "no purge measurements");
+        for (db, p) in &self.purge {
+            assert_eq!(p.left, (0, 0), "{db}: expired statuses left");
+            assert_eq!(u64::try_from(p.outbox).ok(), Some(p.rows), "{db}: outbox");
+        }
+    }
+}
+
+/// CPU model, cores and memory of this machine.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib / 1024 / 1024);
+    format!("{cpu}, {cores} cores, {mem_gib} GiB")
+}
