@@ -65,6 +65,9 @@ pub struct Opts {
     /// Expired statuses (each with media) the purge runs drain.
     #[arg(long, default_value_t = 1_000_000)]
     pub purge_rows: u64,
+    /// Rows per purge transaction, for the job and the plain `DELETE` alike.
+    #[arg(long, default_value_t = 500)]
+    pub purge_batch: u64,
     /// PostgreSQL URL of a role that may create databases.
     #[arg(
         long,
@@ -98,6 +101,7 @@ impl Opts {
             rate_fraction: 0.5,
             subscribers: vec![10, 30],
             purge_rows: 1_000,
+            purge_batch: 100,
             pg_url,
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
             skip: Vec::new(),

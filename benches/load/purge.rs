@@ -8,9 +8,6 @@ use std::time::Instant;
 use crate::Opts;
 use crate::seed::{BIN, Bench, Db};
 
-/// Rows the purge job deletes per transaction (its default).
-const BATCH: u64 = 500;
-
 /// Both ways of draining the expired statuses.
 #[derive(Clone, Debug, Default)]
 pub struct PurgeResult {
@@ -26,13 +23,13 @@ pub struct PurgeResult {
 const EXPIRED: &str = "SELECT COUNT(*) FROM statuses WHERE caption LIKE 'expired %'";
 
 pub async fn measure(bench: &mut Bench, opts: &Opts) -> PurgeResult {
-    let rows = opts.purge_rows;
+    let (rows, batch) = (opts.purge_rows, opts.purge_batch);
     bench.seed_expired(rows).await;
     let started = Instant::now();
     let out = std::process::Command::new(BIN)
         .args(["jobs", "run", "status-purge"])
         .envs(bench.server_env())
-        .env("EPHEMERA_STATUS_PURGE_BATCH", BATCH.to_string())
+        .env("EPHEMERA_STATUS_PURGE_BATCH", batch.to_string())
         .output()
         .expect("run the purge job");
     let job_secs = started.elapsed().as_secs_f64();
@@ -55,7 +52,7 @@ pub async fn measure(bench: &mut Bench, opts: &Opts) -> PurgeResult {
     let now = chrono::Utc::now().timestamp_millis();
     let delete = format!(
         "DELETE FROM statuses WHERE id IN (SELECT id FROM statuses WHERE expires_at <= {now} \
-         ORDER BY expires_at LIMIT {BATCH}{claim})"
+         ORDER BY expires_at LIMIT {batch}{claim})"
     );
     let started = Instant::now();
     while bench.exec(&delete).await > 0 {}

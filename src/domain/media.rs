@@ -492,6 +492,19 @@ pub async fn delete_rows<C: ConnectionTrait>(
     db::execute(txn, &format!("DELETE FROM media WHERE {filter}"), values).await
 }
 
+/// PostgreSQL only: the `WITH` clauses (named `queued` and `media_gone`)
+/// that do what [`delete_rows`] does for the media rows whose ids the SQL
+/// `ids_sql` selects, so a purge can delete a whole batch in one statement.
+pub fn delete_rows_ctes(ids_sql: &str, now_param: usize) -> String {
+    format!(
+        "queued AS (INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
+           SELECT storage_key, ${now_param}, 0, {} FROM media WHERE id IN ({ids_sql}) \
+           ON CONFLICT (storage_key) DO NOTHING), \
+         media_gone AS (DELETE FROM media WHERE id IN ({ids_sql}))",
+        hold_sql(now_param)
+    )
+}
+
 /// Deletes media rows by id with their blobs queued (a status or moment
 /// that owned them is being deleted in the same transaction).
 pub async fn delete_by_ids<C: ConnectionTrait>(

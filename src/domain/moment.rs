@@ -355,17 +355,20 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
 pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let claim = db::claim_batch_sql(
+        let claim = db::claimed(
             txn.get_database_backend(),
-            "moments",
-            &expired_moment_sql("p", 1),
-            "expires_at",
-            2,
+            &db::claim_batch_sql(
+                txn.get_database_backend(),
+                "moments",
+                &expired_moment_sql("p", 1),
+                "expires_at",
+                2,
+            ),
         );
         let expired: Vec<Placed> = db::fetch_all(
             &txn,
             &format!(
-                "UPDATE moments SET deleted_at = $1 WHERE id IN ({claim}) \
+                "UPDATE moments SET deleted_at = $1 WHERE id {claim} \
                  RETURNING location_id, visibility"
             ),
             vec![now.into(), i64::from(batch).into()],
@@ -395,16 +398,19 @@ pub async fn purge(
     let cutoff = now - duration_millis(grace);
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let claim = db::claim_batch_sql(
+        let claim = db::claimed(
             txn.get_database_backend(),
-            "moments",
-            &purgeable_moment_sql("p", 1),
-            "deleted_at",
-            2,
+            &db::claim_batch_sql(
+                txn.get_database_backend(),
+                "moments",
+                &purgeable_moment_sql("p", 1),
+                "deleted_at",
+                2,
+            ),
         );
         let rows: Vec<MediaRow> = db::fetch_all(
             &txn,
-            &format!("DELETE FROM moments WHERE id IN ({claim}) RETURNING media_id"),
+            &format!("DELETE FROM moments WHERE id {claim} RETURNING media_id"),
             vec![cutoff.into(), i64::from(batch).into()],
         )
         .await?;

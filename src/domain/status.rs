@@ -24,7 +24,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, FromQueryResult, TransactionTrait};
 
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
 use super::page::{Key, Page, PageQuery};
@@ -446,6 +446,11 @@ pub async fn mark_seen(app: &AppState, viewer: i64, id: i64) -> AppResult<status
 }
 
 #[derive(Debug, FromQueryResult)]
+struct CountRow {
+    n: i64,
+}
+
+#[derive(Debug, FromQueryResult)]
 struct PurgedRow {
     author_id: i64,
     media_id: Option<i64>,
@@ -464,17 +469,39 @@ pub async fn purge_expired(
 }
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {
-    let txn = db.begin().await?;
-    let claim = db::claim_batch_sql(
-        txn.get_database_backend(),
-        "statuses",
-        &expired_status_sql("p", 1),
-        "expires_at",
-        2,
+    let backend = db.get_database_backend();
+    let claim = db::claimed(
+        backend,
+        &db::claim_batch_sql(
+            backend,
+            "statuses",
+            &expired_status_sql("p", 1),
+            "expires_at",
+            2,
+        ),
     );
+    if backend == DbBackend::Postgres {
+        // One statement per batch: no id lists travel back and forth.
+        let row: Option<CountRow> = db::fetch_one(
+            db,
+            &format!(
+                "WITH gone AS (DELETE FROM statuses WHERE id {claim} \
+                   RETURNING author_id, media_id), \
+                 {}, \
+                 tray_gone AS (DELETE FROM status_tray WHERE max_expires_at <= $1 \
+                   AND author_id IN (SELECT author_id FROM gone)) \
+                 SELECT COUNT(*) AS n FROM gone",
+                super::media::delete_rows_ctes("SELECT media_id FROM gone", 1)
+            ),
+            vec![now.into(), i64::from(batch).into()],
+        )
+        .await?;
+        return Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)));
+    }
+    let txn = db.begin().await?;
     let rows: Vec<PurgedRow> = db::fetch_all(
         &txn,
-        &format!("DELETE FROM statuses WHERE id IN ({claim}) RETURNING author_id, media_id"),
+        &format!("DELETE FROM statuses WHERE id {claim} RETURNING author_id, media_id"),
         vec![now.into(), i64::from(batch).into()],
     )
     .await?;
