@@ -65,9 +65,10 @@ pub struct Opts {
     /// Expired statuses (each with media) the purge runs drain.
     #[arg(long, default_value_t = 1_000_000)]
     pub purge_rows: u64,
-    /// Rows per purge transaction, for the job and the plain `DELETE` alike.
-    #[arg(long, default_value_t = 500)]
-    pub purge_batch: u64,
+    /// Rows per purge transaction, for the job and the plain `DELETE` alike;
+    /// each is measured.
+    #[arg(long, value_delimiter = ',', default_values_t = [500u64, 2_000])]
+    pub purge_batch: Vec<u64>,
     /// PostgreSQL URL of a role that may create databases.
     #[arg(
         long,
@@ -101,7 +102,7 @@ impl Opts {
             rate_fraction: 0.5,
             subscribers: vec![10, 30],
             purge_rows: 1_000,
-            purge_batch: 100,
+            purge_batch: vec![100],
             pg_url,
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
             skip: Vec::new(),
@@ -172,8 +173,13 @@ async fn run(opts: &Opts) -> Report {
             server.stop().await;
         }
         if opts.runs("purge") {
-            eprintln!("[{db}] purge of {} expired statuses", opts.purge_rows);
-            report.purge(db, purge::measure(&mut bench, opts).await);
+            for &batch in &opts.purge_batch {
+                eprintln!(
+                    "[{db}] purge of {} expired statuses, {batch} per batch",
+                    opts.purge_rows
+                );
+                report.purge(db, purge::measure(&mut bench, opts.purge_rows, batch).await);
+            }
         }
         bench.finish().await;
     }

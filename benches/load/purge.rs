@@ -5,13 +5,13 @@
 
 use std::time::Instant;
 
-use crate::Opts;
 use crate::seed::{BIN, Bench, Db};
 
 /// Both ways of draining the expired statuses.
 #[derive(Clone, Debug, Default)]
 pub struct PurgeResult {
     pub rows: u64,
+    pub batch: u64,
     pub job_rows_per_s: f64,
     /// Outbox entries the job queued (one per media row).
     pub outbox: i64,
@@ -22,8 +22,8 @@ pub struct PurgeResult {
 
 const EXPIRED: &str = "SELECT COUNT(*) FROM statuses WHERE caption LIKE 'expired %'";
 
-pub async fn measure(bench: &mut Bench, opts: &Opts) -> PurgeResult {
-    let (rows, batch) = (opts.purge_rows, opts.purge_batch);
+/// Drains `rows` expired statuses `batch` at a time, both ways.
+pub async fn measure(bench: &mut Bench, rows: u64, batch: u64) -> PurgeResult {
     bench.seed_expired(rows).await;
     let started = Instant::now();
     let out = std::process::Command::new(BIN)
@@ -64,6 +64,7 @@ pub async fn measure(bench: &mut Bench, opts: &Opts) -> PurgeResult {
     let per_s = |secs: f64| rows as f64 / secs;
     PurgeResult {
         rows,
+        batch,
         job_rows_per_s: per_s(job_secs),
         outbox,
         plain_rows_per_s: per_s(plain_secs),
