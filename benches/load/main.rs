@@ -47,7 +47,7 @@ pub struct Opts {
     #[arg(long, default_value_t = 100_000)]
     pub users: u64,
     /// Databases to run on.
-    #[arg(long, value_delimiter = ',', default_values_t = [Db::Sqlite, Db::Postgres])]
+    #[arg(long, value_delimiter = ',', default_values = ["sqlite", "postgres"])]
     pub dbs: Vec<Db>,
     /// Seconds each measurement runs.
     #[arg(long, default_value_t = 10.0)]
@@ -162,7 +162,7 @@ async fn run(opts: &Opts) -> Report {
                     report.http(db, size, query.name, http, sql);
                 }
             }
-            report.server_after_load(db, size, server.rss_kib());
+            report.server_after_load(db, size, server.rss_kib(), server.anon_kib());
             server.stop().await;
         }
         if opts.runs("subs") {

@@ -18,6 +18,7 @@ struct Start {
     ready_ms: f64,
     idle_rss_kib: u64,
     after_load_kib: u64,
+    after_load_anon_kib: u64,
 }
 
 struct Http {
@@ -87,10 +88,11 @@ impl Report {
             ready_ms: server.ready.as_secs_f64() * 1000.0,
             idle_rss_kib: server.idle_rss_kib,
             after_load_kib: 0,
+            after_load_anon_kib: 0,
         });
     }
 
-    pub fn server_after_load(&mut self, db: Db, size: u64, rss_kib: u64) {
+    pub fn server_after_load(&mut self, db: Db, size: u64, rss_kib: u64, anon_kib: u64) {
         if let Some(s) = self
             .starts
             .iter_mut()
@@ -98,6 +100,7 @@ impl Report {
             .find(|s| s.db == db && s.size == size)
         {
             s.after_load_kib = rss_kib;
+            s.after_load_anon_kib = anon_kib;
         }
     }
 
@@ -222,19 +225,20 @@ impl Report {
 
         out.push_str(
             "\n### Start-up and memory\n\n\
-             | db | size | seeding s | ready ms | idle RSS MiB | RSS after load MiB |\n\
-             |---|---:|---:|---:|---:|---:|\n",
+             | db | size | seeding s | ready ms | idle RSS MiB | RSS after load MiB | of it anonymous MiB |\n\
+             |---|---:|---:|---:|---:|---:|---:|\n",
         );
         for s in &self.starts {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {:.1} | {} | {} |",
+                "| {} | {} | {} | {:.1} | {} | {} | {} |",
                 s.db,
                 size(s.size),
                 s.seeded.map_or("–".into(), |x| format!("{:.1}", x.seconds)),
                 s.ready_ms,
                 mib(s.idle_rss_kib),
                 mib(s.after_load_kib),
+                mib(s.after_load_anon_kib),
             );
         }
 

@@ -92,13 +92,23 @@ impl Bench {
 impl Server {
     /// Current resident set size in KiB (`VmRSS` of `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> u64 {
+        self.status_kib("VmRSS:")
+    }
+
+    /// Resident private memory in KiB (`RssAnon`): RSS without mapped files,
+    /// which SQLite's memory map adds once per pooled connection.
+    pub fn anon_kib(&self) -> u64 {
+        self.status_kib("RssAnon:")
+    }
+
+    fn status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid))
             .expect("read /proc status");
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS")
+            .unwrap_or_else(|| panic!("no {field} in /proc status"))
     }
 
     /// `http://addr/graphql`.

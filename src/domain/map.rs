@@ -126,20 +126,29 @@ fn standalone_by_cell(
 ) -> Query {
     let edges = edges_sql("m", bbox, &mut values);
     let readable = readable_sql("m", 1, 2);
+    values.push(fetch.into());
+    let limit = values.len();
+    // PostgreSQL's estimate for one cell's filtered rows is too low for it
+    // to choose the merge by itself (on 1M moments it sorted the whole box),
+    // so each arm walks its cell in order and stops after `fetch` rows.
+    let per_cell = if backend == DbBackend::Postgres {
+        format!(" ORDER BY m.created_at DESC, m.id DESC LIMIT ${limit}")
+    } else {
+        String::new()
+    };
     let arms: Vec<String> = cells
         .iter()
         .map(|&cell| {
             values.push(cell.into());
             format!(
                 "SELECT m.* FROM moments m WHERE m.map_cell = ${} AND m.location_id IS NULL \
-                 AND m.deleted_at IS NULL AND {edges} AND {readable}",
+                 AND m.deleted_at IS NULL AND {edges} AND {readable}{per_cell}",
                 values.len()
             )
         })
         .collect();
-    values.push(fetch.into());
-    let limit = values.len();
     let sql = if backend == DbBackend::Postgres {
+        let arms: Vec<String> = arms.iter().map(|a| format!("({a})")).collect();
         format!(
             "SELECT * FROM ({}) u ORDER BY u.created_at DESC, u.id DESC LIMIT ${limit}",
             arms.join(" UNION ALL ")
