@@ -41,6 +41,8 @@ const EXPIRED: i64 = 60_000_000_000;
 const EXPIRED_MEDIA: i64 = 70_000_000_000;
 /// Locations seeded: 10 in each of 100 cities.
 const LOCATIONS: i64 = 1_000;
+/// SQL spreading row `i` over 0..1e6 (see the module doc).
+const SPREAD: &str = "((i * 2654435761) % 1000003)";
 /// Paris, in 0.1-degree units: the city the map benchmark looks at.
 pub const PARIS: (i64, i64) = (488, 23);
 
@@ -267,18 +269,48 @@ impl Bench {
         }
     }
 
-    async fn seed_statuses(&self, from_i: i64, to_i: i64) {
-        let (users, now) = (self.users, self.now);
-        let (with, from) = self.series(from_i, to_i);
-        let h = "((i * 2654435761) % 1000003)";
-        let author = format!("(1 + (i * 7919) % {users})");
-        let created = format!("({now} - 60000 - {h} * 82)");
+    /// Media rows `base + i`, made at `created`, for the rows of `from`
+    /// that `filter` keeps, owned by row `i`'s author, keyed
+    /// `bench/<prefix><i>.jpg`.
+    async fn seed_media(
+        &self,
+        rows: (&str, &str),
+        base: i64,
+        prefix: &str,
+        filter: &str,
+        created: &str,
+    ) {
+        let (with, from) = rows;
+        let author = self.author_sql();
         self.exec(&format!(
             "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
                created_at, ready_at, attached_at) \
-             {with}SELECT {STATUS_MEDIA} + i, {author}, 'bench/s' || i || '.jpg', 'image/jpeg', \
-               150000, 1080, 1920, {created}, {created}, {created} FROM {from} WHERE {h} % 4 = 0"
+             {with}SELECT {base} + i, {author}, 'bench/{prefix}' || i || '.jpg', 'image/jpeg', \
+               150000, 1080, 1920, {created}, {created}, {created} FROM {from} WHERE {filter}"
         ))
+        .await;
+    }
+
+    /// SQL for row `i`'s author.
+    fn author_sql(&self) -> String {
+        format!("(1 + (i * 7919) % {})", self.users)
+    }
+
+    /// SQL for row `i`'s creation time: within the last 23 hours.
+    fn created_sql(&self) -> String {
+        format!("({} - 60000 - {SPREAD} * 82)", self.now)
+    }
+
+    async fn seed_statuses(&self, from_i: i64, to_i: i64) {
+        let (with, from) = self.series(from_i, to_i);
+        let (h, author, created) = (SPREAD, self.author_sql(), self.created_sql());
+        self.seed_media(
+            (&with, &from),
+            STATUS_MEDIA,
+            "s",
+            &format!("{h} % 4 = 0"),
+            &created,
+        )
         .await;
         self.exec(&format!(
             "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
@@ -297,18 +329,10 @@ impl Bench {
     }
 
     async fn seed_moments(&self, from_i: i64, to_i: i64) {
-        let (users, now) = (self.users, self.now);
         let (with, from) = self.series(from_i, to_i);
-        let h = "((i * 2654435761) % 1000003)";
-        let author = format!("(1 + (i * 7919) % {users})");
-        let created = format!("({now} - 60000 - {h} * 82)");
-        self.exec(&format!(
-            "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
-               created_at, ready_at, attached_at) \
-             {with}SELECT {MOMENT_MEDIA} + i, {author}, 'bench/m' || i || '.jpg', 'image/jpeg', \
-               150000, 1080, 1350, {created}, {created}, {created} FROM {from}"
-        ))
-        .await;
+        let (h, author, created) = (SPREAD, self.author_sql(), self.created_sql());
+        self.seed_media((&with, &from), MOMENT_MEDIA, "m", "1 = 1", &created)
+            .await;
         // 10 % in Paris, the rest in cities 1..99.
         let city = format!("(CASE WHEN {h} % 10 = 0 THEN 0 ELSE 1 + ({h} / 10) % 99 END)");
         let (lat, lon) = city_sql(&city, h);
@@ -331,17 +355,12 @@ impl Bench {
 
     /// Adds `rows` statuses that expired an hour ago, each with a media row.
     pub async fn seed_expired(&self, rows: u64) {
-        let (users, now) = (self.users, self.now);
+        let now = self.now;
         let (with, from) = self.series(1, i64::try_from(rows).expect("rows"));
-        let author = format!("(1 + (i * 7919) % {users})");
+        let author = self.author_sql();
         let created = format!("({now} - {} - i % 1000)", 25 * HOUR_MS);
-        self.exec(&format!(
-            "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
-               created_at, ready_at, attached_at) \
-             {with}SELECT {EXPIRED_MEDIA} + i, {author}, 'bench/x' || i || '.jpg', 'image/jpeg', \
-               150000, 1080, 1920, {created}, {created}, {created} FROM {from}"
-        ))
-        .await;
+        self.seed_media((&with, &from), EXPIRED_MEDIA, "x", "1 = 1", &created)
+            .await;
         self.exec(&format!(
             "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
              {with}SELECT {EXPIRED} + i, {author}, {EXPIRED_MEDIA} + i, 'expired ' || i, NULL, \
