@@ -83,7 +83,7 @@ pub fn stmt(backend: DbBackend, sql: &str, values: Vec<Value>) -> Statement {
 /// `?n` placeholders alike, outside quoted text), so that a logged statement
 /// can be run again by hand, by `psql` or by `pgbench`.
 pub fn inline_values(stmt: &Statement) -> String {
-    use sea_orm::sea_query::{PostgresQueryBuilder, QueryBuilder};
+    use sea_orm::sea_query::{PostgresQueryBuilder, QueryBuilder, SqliteQueryBuilder};
     let values = stmt.values.as_ref().map(|v| v.0.as_slice()).unwrap_or(&[]);
     let mut out = String::with_capacity(stmt.sql.len() + 16 * values.len());
     let mut chars = stmt.sql.char_indices().peekable();
@@ -103,7 +103,10 @@ pub fn inline_values(stmt: &Statement) -> String {
                 .and_then(|n| n.checked_sub(1))
                 .and_then(|n| values.get(n));
             if let Some(value) = value {
-                out.push_str(&PostgresQueryBuilder.value_to_string(value));
+                out.push_str(&match stmt.db_backend {
+                    DbBackend::Postgres => PostgresQueryBuilder.value_to_string(value),
+                    _ => SqliteQueryBuilder.value_to_string(value),
+                });
                 for _ in 0..digits.len() {
                     chars.next();
                 }
@@ -229,7 +232,7 @@ mod tests {
     fn values_are_written_in() {
         let values = || vec![7i64.into(), "it's".into(), 1.5f64.into(), true.into()];
         let sql = "SELECT '$1?', $1, $2, $3, $4, $10 FROM t WHERE a = $1";
-        let want = "SELECT '$1?', 7, 'it''s', 1.5, TRUE, $10 FROM t WHERE a = 7";
+        let want = "SELECT '$1?', 7, E'it\\'s', 1.5, TRUE, $10 FROM t WHERE a = 7";
         assert_eq!(
             inline_values(&stmt(DbBackend::Postgres, sql, values())),
             want
