@@ -350,21 +350,22 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
     }
 }
 
+/// The condition that a moment is in the batch a job claims: those matching
+/// `filter` (alias `p`, `$1`), smallest `order_col` first, `$2` of them.
+fn claimed(backend: sea_orm::DbBackend, filter: &str, order_col: &str) -> String {
+    db::claimed(
+        backend,
+        &db::claim_batch_sql(backend, "moments", filter, order_col, 2),
+    )
+}
+
 /// Soft-deletes ephemeral moments expired at `now`, `batch` per transaction,
 /// until none is left. Journaled moments never match.
 pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let claim = db::claimed(
-            txn.get_database_backend(),
-            &db::claim_batch_sql(
-                txn.get_database_backend(),
-                "moments",
-                &expired_moment_sql("p", 1),
-                "expires_at",
-                2,
-            ),
-        );
+        let backend = txn.get_database_backend();
+        let claim = claimed(backend, &expired_moment_sql("p", 1), "expires_at");
         let expired: Vec<Placed> = db::fetch_all(
             &txn,
             &format!(
@@ -398,16 +399,8 @@ pub async fn purge(
     let cutoff = now - duration_millis(grace);
     super::drain_batches(|| async move {
         let txn = db.begin().await?;
-        let claim = db::claimed(
-            txn.get_database_backend(),
-            &db::claim_batch_sql(
-                txn.get_database_backend(),
-                "moments",
-                &purgeable_moment_sql("p", 1),
-                "deleted_at",
-                2,
-            ),
-        );
+        let backend = txn.get_database_backend();
+        let claim = claimed(backend, &purgeable_moment_sql("p", 1), "deleted_at");
         let rows: Vec<MediaRow> = db::fetch_all(
             &txn,
             &format!("DELETE FROM moments WHERE id {claim} RETURNING media_id"),
