@@ -173,17 +173,16 @@ pub fn clamp_limit(limit: i32) -> AppResult<u32> {
 pub type Query = (String, Vec<Value>);
 
 /// The map's standalone-moment query for `backend`, fetching at most
-/// `fetch` rows, and a query of the ids of the locations in the box. (Public
-/// so a test can check their plans use the cell indexes.)
-pub fn queries(
+/// `fetch` rows. (Public so a test can check its plan uses the cell index.)
+pub fn standalone_query(
     backend: DbBackend,
     viewer: Option<i64>,
     bbox: &BoundingBox,
     fetch: i64,
     now: Millis,
-) -> [Query; 2] {
+) -> Query {
     let base = || vec![now.into(), viewer.unwrap_or(0).into()];
-    let standalone = match bbox.cells(MERGE_CELLS) {
+    match bbox.cells(MERGE_CELLS) {
         Some(cells) => standalone_by_cell(backend, &cells, bbox, base(), fetch),
         None => {
             let mut values = base();
@@ -198,12 +197,15 @@ pub fn queries(
             );
             (sql, values)
         }
-    };
+    }
+}
 
+/// The ids of the locations in `bbox`, selected the way the badge query
+/// selects them. (Public so a test can check its plan uses the cell index.)
+pub fn locations_query(backend: DbBackend, bbox: &BoundingBox) -> Query {
     let mut values = Vec::new();
     let (from, edges) = in_box_sql(backend, "locations", "l", bbox, &mut values);
-    let located = (format!("SELECT l.id FROM {from} WHERE {edges}"), values);
-    [standalone, located]
+    (format!("SELECT l.id FROM {from} WHERE {edges}"), values)
 }
 
 /// The markers `viewer` sees inside `bbox`, at most `limit` (see the module doc).
@@ -217,7 +219,7 @@ pub async fn markers<C: ConnectionTrait>(
     bbox.validate()?;
     let fetch = i64::from(limit) + 1;
     let backend = db.get_database_backend();
-    let [(standalone, s_values), _] = queries(backend, viewer, bbox, fetch, now);
+    let (standalone, s_values) = standalone_query(backend, viewer, bbox, fetch, now);
     let moments: Vec<moment::Model> = db::fetch_all(db, &standalone, s_values).await?;
     let locations = visible_counts(db, viewer, now, |values| {
         in_box_sql(backend, "locations", "l", bbox, values)

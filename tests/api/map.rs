@@ -344,8 +344,9 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
         north: 48.95,
         east: 2.5,
     };
-    let [standalone, located] =
-        ephemera::domain::map::queries(backend, None, &paris, 501, app.clock.now());
+    let standalone =
+        ephemera::domain::map::standalone_query(backend, None, &paris, 501, app.clock.now());
+    let located = ephemera::domain::map::locations_query(backend, &paris);
     for ((sql, values), index) in [(standalone, "moments_map"), (located, "locations_map")] {
         let (explain, column) = match backend {
             DbBackend::Postgres => ("EXPLAIN", "QUERY PLAN"),
