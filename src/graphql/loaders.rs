@@ -2,16 +2,18 @@
 //! counts, seen state, view counts, friendship, locations, location counts,
 //! like state) is batched into one query.
 //!
-//! Batching by a timer alone depends on how fast a page resolves, so each
-//! page resolver also *primes* the loaders: it looks ahead at the fields the
+//! Batching by a timer alone depends on how fast a page resolves, and the
+//! timer (1 ms) is paid by every request that waits on it, so each page
+//! resolver *primes* the loaders instead: it looks ahead at the fields the
 //! query asks of the page's items and loads them for the whole page in one
-//! call ([`prime_statuses`], [`prime_tray`], [`prime_users`],
-//! [`prime_moments`]). Each HTTP
-//! request gets its own loaders with a cache, so the items then read the
-//! primed values, and a page of 50 runs the same number of SQL statements as a
-//! page of 1. The schema also holds a set with the cache off, which
-//! subscriptions use (their connections live long; a cache would go stale).
-//! Keys that depend on the viewer carry the viewer.
+//! call, straight away ([`prime_statuses`], [`prime_tray`], [`prime_users`],
+//! [`prime_moments`]); a lone lookup ([`Loaders::one`]) does not wait either.
+//! Each HTTP request gets its own loaders with a cache, so the items then read
+//! the primed values, and a page of 50 runs the same number of SQL statements
+//! as a page of 1. The schema also holds a set with the cache off, which
+//! subscriptions use (their connections live long; a cache would go stale):
+//! there priming is skipped and the timer batches. Keys that depend on the
+//! viewer carry the viewer.
 
 use std::collections::{HashMap, HashSet};
 
@@ -43,6 +45,8 @@ pub struct Loaders {
     pub locations: Cached<LocationLoader>,
     pub location_counts: Cached<LocationCountLoader>,
     pub liked: Cached<LikedLoader>,
+    /// Whether values are cached for the request (so priming pays off).
+    cache: bool,
 }
 
 fn loader<T: Loader<K>, K: Send + Sync + std::hash::Hash + Eq + Clone + 'static>(
@@ -80,7 +84,54 @@ impl Loaders {
             locations: loader(LocationLoader(b()), cache),
             location_counts: loader(LocationCountLoader(b()), cache),
             liked: loader(LikedLoader(b()), cache),
+            cache,
         }
+    }
+
+    /// Loads `keys` through `l` now, in one call and without the batching
+    /// timer (the caller already holds every key), and caches the values for
+    /// the rest of the request. Does nothing when the cache is off.
+    pub async fn prime<K, T>(
+        &self,
+        l: &Cached<T>,
+        keys: impl IntoIterator<Item = K>,
+    ) -> AppResult<()>
+    where
+        T: Loader<K, Error = AppError>,
+        K: Send + Sync + std::hash::Hash + Eq + Clone + 'static,
+    {
+        if !self.cache {
+            return Ok(());
+        }
+        let keys: Vec<K> = keys
+            .into_iter()
+            .collect::<HashSet<K>>()
+            .into_iter()
+            .collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let found = l.loader().load(&keys).await?;
+        l.feed_many(found).await;
+        Ok(())
+    }
+
+    /// One value through `l`, without waiting for the batching timer when
+    /// the request's cache is on (a lone lookup has nothing to batch with).
+    pub async fn one<K, T>(&self, l: &Cached<T>, key: K) -> AppResult<Option<T::Value>>
+    where
+        T: Loader<K, Error = AppError>,
+        K: Send + Sync + std::hash::Hash + Eq + Clone + 'static,
+    {
+        if !self.cache {
+            return l.load_one(key).await;
+        }
+        let mut found = l.loader().load(std::slice::from_ref(&key)).await?;
+        let value = found.remove(&key);
+        if let Some(v) = &value {
+            l.feed_one(key, v.clone()).await;
+        }
+        Ok(value)
     }
 }
 
@@ -122,9 +173,8 @@ async fn prime_users_below(
     if let Some(v) = viewer(ctx).id()
         && wants_below(ctx, items, &friendship)
     {
-        loaders(ctx)?
-            .friendship
-            .load_many(users.iter().map(|&u| (v, u)))
+        let l = loaders(ctx)?;
+        l.prime(&l.friendship, users.iter().map(|&u| (v, u)))
             .await?;
     }
     Ok(())
@@ -139,21 +189,20 @@ pub async fn prime_statuses(
     let viewer = viewer(ctx).id();
     if wants(ctx, &["author"]) {
         let authors: Vec<i64> = statuses.iter().map(|s| s.author_id).collect();
-        l.users.load_many(authors.iter().copied()).await?;
+        l.prime(&l.users, authors.iter().copied()).await?;
         prime_users(ctx, &authors, &["author"]).await?;
     }
     if wants(ctx, &["media"]) {
-        l.media
-            .load_many(statuses.iter().filter_map(|s| s.media_id))
+        l.prime(&l.media, statuses.iter().filter_map(|s| s.media_id))
             .await?;
     }
     if let Some(v) = viewer {
         if wants(ctx, &["viewerHasSeen"]) {
-            l.seen.load_many(statuses.iter().map(|s| (v, s.id))).await?;
+            l.prime(&l.seen, statuses.iter().map(|s| (v, s.id))).await?;
         }
         if wants(ctx, &["viewCount"]) {
             let own = statuses.iter().filter(|s| s.author_id == v).map(|s| s.id);
-            l.view_counts.load_many(own).await?;
+            l.prime(&l.view_counts, own).await?;
         }
     }
     Ok(())
@@ -163,13 +212,12 @@ pub async fn prime_statuses(
 pub async fn prime_tray(ctx: &Context<'_>, authors: &[i64]) -> AppResult<()> {
     let l = loaders(ctx)?;
     if wants(ctx, &["author"]) {
-        l.users.load_many(authors.iter().copied()).await?;
+        l.prime(&l.users, authors.iter().copied()).await?;
         prime_users(ctx, authors, &["author"]).await?;
     }
     if wants(ctx, &["storyCount"]) || wants(ctx, &["hasUnseen"]) {
         let v = viewer(ctx).id();
-        l.tray_counts
-            .load_many(authors.iter().map(|&a| (v, a)))
+        l.prime(&l.tray_counts, authors.iter().map(|&a| (v, a)))
             .await?;
     }
     Ok(())
@@ -187,27 +235,25 @@ pub async fn prime_moments(
     let wanted = |path: &[&str]| wants_below(ctx, items, path);
     if wanted(&["author"]) {
         let authors: Vec<i64> = moments.iter().map(|m| m.author_id).collect();
-        l.users.load_many(authors.iter().copied()).await?;
+        l.prime(&l.users, authors.iter().copied()).await?;
         prime_users_below(ctx, &authors, items, &["author"]).await?;
     }
     if wanted(&["media"]) {
-        l.media
-            .load_many(moments.iter().map(|m| m.media_id))
+        l.prime(&l.media, moments.iter().map(|m| m.media_id))
             .await?;
     }
     let located: Vec<i64> = moments.iter().filter_map(|m| m.location_id).collect();
     if wanted(&["location"]) {
-        l.locations.load_many(located.iter().copied()).await?;
+        l.prime(&l.locations, located.iter().copied()).await?;
     }
     if wanted(&["location", "momentCount"]) {
-        l.location_counts
-            .load_many(located.iter().map(|&id| (viewer, id)))
+        l.prime(&l.location_counts, located.iter().map(|&id| (viewer, id)))
             .await?;
     }
     if let Some(v) = viewer
         && wanted(&["viewerHasLiked"])
     {
-        l.liked.load_many(moments.iter().map(|m| (v, m.id))).await?;
+        l.prime(&l.liked, moments.iter().map(|m| (v, m.id))).await?;
     }
     Ok(())
 }

@@ -27,11 +27,11 @@ pub fn build_schema(state: AppState) -> AppSchema {
         .data(loaders::Loaders::shared(&state))
         .data(state)
         .limit_complexity(config.max_query_complexity)
-        .extension(limits::Guard {
+        .extension(limits::Guard::new(limits::Limits {
             max_depth: config.max_query_depth,
             max_complexity: config.max_query_complexity,
             max_aliases: config.max_aliases,
-        })
+        }))
         .finish()
 }
 
@@ -67,7 +67,8 @@ pub(crate) fn viewer(ctx: &Context<'_>) -> Viewer {
 /// token, and for a token whose account has been deleted.
 pub(crate) async fn member(ctx: &Context<'_>) -> Result<i64, AppError> {
     let id = viewer(ctx).require()?;
-    match loaders(ctx)?.users.load_one(id).await? {
+    let l = loaders(ctx)?;
+    match l.one(&l.users, id).await? {
         Some(_) => Ok(id),
         None => Err(crate::domain::user::gone()),
     }

@@ -19,7 +19,8 @@ impl UserQuery {
         let Some(v) = viewer(ctx).id() else {
             return Ok(None);
         };
-        let profile = loaders(ctx)?.users.load_one(v).await?;
+        let l = loaders(ctx)?;
+        let profile = l.one(&l.users, v).await?;
         // A token for an account that no longer exists is no longer valid.
         profile
             .map(|p| Some(User(p)))
@@ -36,7 +37,10 @@ impl UserQuery {
         let app = app(ctx)?;
         match (id, username) {
             (Some(id), None) => match parse_id(&id) {
-                Some(n) => Ok(loaders(ctx)?.users.load_one(n).await?.map(User)),
+                Some(n) => {
+                    let l = loaders(ctx)?;
+                    Ok(l.one(&l.users, n).await?.map(User))
+                }
                 None => Ok(None),
             },
             (None, Some(name)) => Ok(user::find_by_username(&app.db, &name).await?.map(User)),
