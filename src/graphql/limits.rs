@@ -5,17 +5,26 @@
 //! - a mutation or subscription sent over HTTP GET: `BAD_USER_INPUT`;
 //! - any other parse or validation error: `BAD_USER_INPUT`;
 //! - an error raised without a code: logged, and sent as `INTERNAL_SERVER_ERROR`.
+//!
+//! It also remembers the documents it parsed (an LRU of
+//! [`PARSED_DOCUMENTS`] query texts up to [`CACHED_QUERY_MAX`] bytes): clients
+//! send the same few query texts over and over, and parsing one costs more
+//! than running a small page. A remembered document is checked like a fresh
+//! one.
 
-use std::sync::Arc;
+use std::num::NonZeroUsize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextRequest, NextSubscribe,
-    NextValidation,
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextPrepareRequest, NextRequest,
+    NextSubscribe, NextValidation,
 };
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
-use async_graphql::{Response, ServerError, ServerResult, ValidationResult, Variables};
+use async_graphql::{Request, Response, ServerError, ServerResult, ValidationResult, Variables};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use lru::LruCache;
 
 use crate::error::{Code, INTERNAL_MESSAGE};
 
@@ -23,17 +32,74 @@ use crate::error::{Code, INTERNAL_MESSAGE};
 #[derive(Clone, Copy, Debug)]
 pub struct ViaGet;
 
-/// The guard extension.
+/// How many parsed documents are remembered.
+pub const PARSED_DOCUMENTS: usize = 256;
+
+/// Longer query texts are parsed every time (they are rare, and this bounds
+/// the memory the cache can hold).
+pub const CACHED_QUERY_MAX: usize = 8 * 1024;
+
+/// The limits the guard enforces.
 #[derive(Clone, Copy, Debug)]
-pub struct Guard {
+pub struct Limits {
     pub max_depth: usize,
     pub max_complexity: usize,
     pub max_aliases: usize,
 }
 
+/// Parsed documents by query text.
+type Documents = Mutex<LruCache<String, ExecutableDocument>>;
+
+/// The guard extension's factory: the limits, and the documents parsed so far.
+pub struct Guard {
+    limits: Limits,
+    documents: Arc<Documents>,
+}
+
+impl Guard {
+    pub fn new(limits: Limits) -> Self {
+        let size = NonZeroUsize::new(PARSED_DOCUMENTS).unwrap_or(NonZeroUsize::MIN);
+        Self {
+            limits,
+            documents: Arc::new(Mutex::new(LruCache::new(size))),
+        }
+    }
+}
+
 impl ExtensionFactory for Guard {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(*self)
+        Arc::new(GuardRequest {
+            limits: self.limits,
+            documents: self.documents.clone(),
+            remembered: AtomicBool::new(false),
+        })
+    }
+}
+
+/// The guard for one request.
+struct GuardRequest {
+    limits: Limits,
+    documents: Arc<Documents>,
+    /// Whether this request's document came from the cache.
+    remembered: AtomicBool,
+}
+
+impl GuardRequest {
+    fn remembered(&self, query: &str) -> Option<ExecutableDocument> {
+        if query.len() > CACHED_QUERY_MAX {
+            return None;
+        }
+        let mut documents = self.documents.lock().ok()?;
+        documents.get(query).cloned()
+    }
+
+    fn remember(&self, query: &str, doc: &ExecutableDocument) {
+        if query.len() > CACHED_QUERY_MAX || self.remembered.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut documents) = self.documents.lock() {
+            documents.put(query.to_owned(), doc.clone());
+        }
     }
 }
 
@@ -159,7 +225,20 @@ fn is_query_only(doc: &ExecutableDocument) -> bool {
 }
 
 #[async_trait::async_trait]
-impl Extension for Guard {
+impl Extension for GuardRequest {
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        mut request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        if let Some(doc) = self.remembered(&request.query) {
+            request.set_parsed_query(doc);
+            self.remembered.store(true, Ordering::Relaxed);
+        }
+        next.run(ctx, request).await
+    }
+
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
         ensure_codes(next.run(ctx).await)
     }
@@ -185,19 +264,23 @@ impl Extension for Guard {
             e
         })?;
         let aliases = count_aliases(&doc);
-        if aliases > self.max_aliases {
+        let limits = &self.limits;
+        if aliases > limits.max_aliases {
             return Err(bad_input(format!(
                 "query uses {aliases} aliases; the limit is {}",
-                self.max_aliases
+                limits.max_aliases
             )));
         }
         let (depth, with_introspection) = query_depth(&doc);
-        if depth > self.max_depth || with_introspection > self.max_depth.max(INTROSPECTION_DEPTH) {
+        if depth > limits.max_depth
+            || with_introspection > limits.max_depth.max(INTROSPECTION_DEPTH)
+        {
             return Err(bad_input(format!(
                 "query is nested too deep; the depth limit is {}",
-                self.max_depth
+                limits.max_depth
             )));
         }
+        self.remember(query, &doc);
         if ctx.data_opt::<ViaGet>().is_some() && !is_query_only(&doc) {
             return Err(bad_input(
                 "mutations and subscriptions are not allowed over GET; use POST",
@@ -217,7 +300,7 @@ impl Extension for Guard {
                 .map(|e| match e.message.as_str() {
                     "Query is too complex." => bad_input(format!(
                         "query is too complex; the complexity limit is {}",
-                        self.max_complexity
+                        self.limits.max_complexity
                     )),
                     _ => {
                         let mut e = e;

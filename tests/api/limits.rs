@@ -46,6 +46,17 @@ async fn request_limits() {
     let aliased: String = (0..31).map(|i| format!("a{i}: __typename ")).collect();
     let resp = app.gql(None, &format!("{{ {aliased} }}"), json!({})).await;
     assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    // A refused query is refused again (parsed documents are remembered, and
+    // a remembered one is checked like a new one).
+    for q in [
+        format!("{{ {deep} }}"),
+        format!("{{ {aliased} }}"),
+        "{ storyTray(first: 50) { nodes { author { friends(first: 50) { nodes { statuses(first: 50) { nodes { id caption } } } } } } } }".to_owned(),
+    ] {
+        let again = app.gql(None, &q, json!({})).await;
+        assert_eq!(error_code(&again), "BAD_USER_INPUT", "{again}");
+        assert!(again.get("data").is_none_or(serde_json::Value::is_null), "{again}");
+    }
     assert!(
         resp["errors"][0]["message"]
             .as_str()
@@ -141,11 +152,19 @@ async fn malformed_requests_are_client_errors() {
     };
     let ok = get("{ __typename }").await;
     assert_eq!(ok["data"]["__typename"], "Query");
-    let refused = get(
-        "mutation { signUp(input: { username: \"viaget\", password: \"password123\" }) { token } }",
-    )
-    .await;
-    assert_eq!(error_code(&refused), "BAD_USER_INPUT");
+    // The server remembers parsed documents: a mutation it has parsed for
+    // a POST naming an operation it lacks is still refused over GET, every
+    // time.
+    let mutation =
+        "mutation { signUp(input: { username: \"viaget\", password: \"password123\" }) { token } }";
+    let (_, posted) = app
+        .post(None, &json!({ "query": mutation, "operationName": "Nope" }))
+        .await;
+    assert_eq!(error_code(&posted), "BAD_USER_INPUT", "{posted}");
+    for _ in 0..2 {
+        let refused = get(mutation).await;
+        assert_eq!(error_code(&refused), "BAD_USER_INPUT");
+    }
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 0);
     let resp = app
         .http
