@@ -17,6 +17,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use crate::Opts;
+use crate::cpu;
 use crate::seed::{Bench, PARIS};
 use crate::server::Server;
 
@@ -45,6 +46,11 @@ pub struct HttpResult {
     pub rate: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// CPU per answered request in the closed loop, in µs: the server's own
+    /// and, on PostgreSQL, the database's.
+    pub cpu_us: f64,
+    /// The server's own part of it.
+    pub server_cpu_us: f64,
     /// Requests that failed or answered with GraphQL errors.
     pub errors: u64,
     pub first_error: Option<String>,
@@ -274,7 +280,11 @@ pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Ra
     let run = opts.duration();
     // Warm up connections, caches and the database's buffers.
     closed_loop(&client, query, opts.concurrency, run / 4).await;
+    let with_db = server.postgres;
+    let all = cpu::Meter::start(vec![server.pid()], with_db);
+    let own = cpu::Meter::start(vec![server.pid()], false);
     let closed = closed_loop(&client, query, opts.concurrency, run).await;
+    let (cpu_us, server_cpu_us) = (all.micros_per(closed.ok), own.micros_per(closed.ok));
     #[allow(clippy::cast_precision_loss)]
     let throughput = closed.ok as f64 / run.as_secs_f64();
     let rate = *rates
@@ -287,6 +297,8 @@ pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Ra
         rate,
         p50_ms: ms(&latency, 0.5),
         p99_ms: ms(&latency, 0.99),
+        cpu_us,
+        server_cpu_us,
         errors: closed.errors + open.errors,
         first_error: closed.first_error.or(open.first_error),
     }

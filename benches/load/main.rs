@@ -20,6 +20,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cpu;
 mod load;
 mod plain;
 mod purge;
@@ -82,6 +83,10 @@ pub struct Opts {
     /// Leave out parts: any of http, plain, subs, purge, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// Only the queries whose name contains one of these (e.g.
+    /// `storyTray,statuses`); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    pub queries: Vec<String>,
     /// Accepted (cargo passes it to benchmarks).
     #[arg(long, hide = true)]
     pub bench: bool,
@@ -106,12 +111,18 @@ impl Opts {
             pg_url,
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
             skip: Vec::new(),
+            queries: Vec::new(),
             bench: false,
         }
     }
 
     pub fn runs(&self, part: &str) -> bool {
         !self.skip.iter().any(|s| s == part)
+    }
+
+    /// Whether the query named `name` is measured.
+    pub fn measures(&self, name: &str) -> bool {
+        self.queries.is_empty() || self.queries.iter().any(|q| name.contains(q.as_str()))
     }
 
     pub fn duration(&self) -> Duration {
@@ -153,6 +164,9 @@ async fn run(opts: &Opts) -> Report {
             report.server_start(db, size, &server);
             if opts.runs("http") {
                 for query in load::queries(&bench) {
+                    if !opts.measures(query.name) {
+                        continue;
+                    }
                     eprintln!("[{db} {size}] {}", query.name);
                     let http = load::measure(&server, &query, opts, &mut rates).await;
                     let sql = match captured.get(query.name) {

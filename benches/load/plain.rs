@@ -14,6 +14,7 @@ use sea_orm::{ConnectionTrait, Statement};
 use tokio::time::Instant;
 
 use crate::Opts;
+use crate::cpu;
 use crate::load;
 use crate::seed::{Bench, Db};
 
@@ -30,6 +31,9 @@ pub struct SqlResult {
     pub statements: usize,
     /// Requests' worth of statements per second, replayed from Rust (sqlx).
     pub throughput: f64,
+    /// CPU per replayed request, in µs: the harness's (the driver, and
+    /// SQLite itself) and, on PostgreSQL, the database's.
+    pub cpu_us: f64,
     /// The same through pgbench (PostgreSQL only).
     pub pgbench_tps: Option<f64>,
     pub errors: u64,
@@ -127,7 +131,9 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
         }
     };
     go(run / 4).await;
+    let meter = cpu::Meter::start(vec![std::process::id()], bench.db == Db::Postgres);
     let (ok, errors) = go(run).await;
+    let cpu_us = meter.micros_per(ok);
     let _ = conn.close().await;
     #[allow(clippy::cast_precision_loss)]
     let throughput = ok as f64 / run.as_secs_f64();
@@ -139,6 +145,7 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
     SqlResult {
         statements: sets.first().map_or(0, Vec::len),
         throughput,
+        cpu_us,
         pgbench_tps,
         errors,
     }

@@ -153,8 +153,8 @@ impl Report {
 
         out.push_str(
             "### Queries over HTTP, and the same SQL without the server\n\n\
-             | db | size | query | req/s | SQL replay req/s | ratio | pgbench tps | ratio | rate req/s | p50 ms | p99 ms | stmts | errors |\n\
-             |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             | db | size | query | req/s | SQL replay req/s | ratio | pgbench tps | ratio | CPU µs/req | of it server | SQL replay CPU µs/req | rate req/s | p50 ms | p99 ms | stmts | errors |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for h in &self.http {
             let (replay, pg, stmts) = match &h.sql {
@@ -167,7 +167,7 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | `{}` | {:.0} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
+                "| {} | {} | `{}` | {:.0} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
                 h.db,
                 size(h.size),
                 h.query,
@@ -178,6 +178,11 @@ impl Report {
                     .map_or("–".into(), |s| ratio(h.http.throughput, s.throughput)),
                 pg.map_or("–".into(), |t| format!("{t:.0}")),
                 pg.map_or("–".into(), |t| ratio(h.http.throughput, t)),
+                h.http.cpu_us,
+                h.http.server_cpu_us,
+                h.sql
+                    .as_ref()
+                    .map_or("–".into(), |s| format!("{:.0}", s.cpu_us)),
                 h.http.rate,
                 h.http.p50_ms,
                 h.http.p99_ms,

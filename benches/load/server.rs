@@ -22,6 +22,8 @@ pub struct Server {
     pub idle_rss_kib: u64,
     /// Its stderr.
     pub log: PathBuf,
+    /// Whether its database is PostgreSQL (whose CPU then counts too).
+    pub postgres: bool,
     pid: u32,
 }
 
@@ -68,6 +70,7 @@ impl Bench {
             ready,
             idle_rss_kib: 0,
             log,
+            postgres: self.db == crate::seed::Db::Postgres,
             pid,
         };
         server.idle_rss_kib = server.rss_kib();
@@ -90,6 +93,11 @@ impl Bench {
 }
 
 impl Server {
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Current resident set size in KiB (`VmRSS` of `/proc/<pid>/status`).
     pub fn rss_kib(&self) -> u64 {
         self.status_kib("VmRSS:")
