@@ -114,6 +114,11 @@ pub struct Config {
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub status_purge_batch: u32,
 
+    /// Batches one status purge run works on at once (PostgreSQL; SQLite has one writer and runs one).
+    #[arg(long, env = "EPHEMERA_STATUS_PURGE_WORKERS", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub status_purge_workers: u32,
+
     /// How long a deleted moment can be restored; deleted and expired moments are kept this long before the purge.
     #[arg(long, env = "EPHEMERA_MOMENT_GRACE", default_value = "7d", value_parser = parse_duration)]
     pub moment_grace: Duration,
@@ -331,6 +336,7 @@ mod tests {
         assert_eq!(c.status_ttl, Duration::from_secs(86_400));
         assert_eq!(c.token_ttl, Duration::from_secs(30 * 86_400));
         assert_eq!(c.status_purge_batch, 500);
+        assert_eq!(c.status_purge_workers, 2);
         assert!(!c.is_postgres());
         assert!(c.effective_database_url().starts_with("sqlite://"));
     }

@@ -70,6 +70,10 @@ pub struct Opts {
     /// each is measured.
     #[arg(long, value_delimiter = ',', default_values_t = [500u64, 2_000])]
     pub purge_batch: Vec<u64>,
+    /// Batches the purge job works on at once (PostgreSQL); each is measured
+    /// with each batch size.
+    #[arg(long, value_delimiter = ',', default_values_t = [1u32, 2])]
+    pub purge_workers: Vec<u32>,
     /// PostgreSQL URL of a role that may create databases.
     #[arg(
         long,
@@ -108,6 +112,7 @@ impl Opts {
             subscribers: vec![10, 30],
             purge_rows: 1_000,
             purge_batch: vec![100],
+            purge_workers: vec![2],
             pg_url,
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
             skip: Vec::new(),
@@ -187,12 +192,20 @@ async fn run(opts: &Opts) -> Report {
             server.stop().await;
         }
         if opts.runs("purge") {
+            // SQLite has one writer: its job runs one batch at a time.
+            let workers = match db {
+                Db::Postgres => opts.purge_workers.clone(),
+                Db::Sqlite => vec![1],
+            };
             for &batch in &opts.purge_batch {
-                eprintln!(
-                    "[{db}] purge of {} expired statuses, {batch} per batch",
-                    opts.purge_rows
-                );
-                report.purge(db, purge::measure(&mut bench, opts.purge_rows, batch).await);
+                for &w in &workers {
+                    eprintln!(
+                        "[{db}] purge of {} expired statuses, {batch} per batch, {w} at once",
+                        opts.purge_rows
+                    );
+                    let result = purge::measure(&mut bench, opts.purge_rows, batch, w).await;
+                    report.purge(db, result);
+                }
             }
         }
         bench.finish().await;

@@ -12,6 +12,9 @@ use crate::seed::{BIN, Bench, Db};
 pub struct PurgeResult {
     pub rows: u64,
     pub batch: u64,
+    /// Batches the job worked on at once (`EPHEMERA_STATUS_PURGE_WORKERS`;
+    /// SQLite runs one whatever it is told).
+    pub workers: u32,
     pub job_rows_per_s: f64,
     /// Outbox entries the job queued (one per media row).
     pub outbox: i64,
@@ -22,14 +25,16 @@ pub struct PurgeResult {
 
 const EXPIRED: &str = "SELECT COUNT(*) FROM statuses WHERE caption LIKE 'expired %'";
 
-/// Drains `rows` expired statuses `batch` at a time, both ways.
-pub async fn measure(bench: &mut Bench, rows: u64, batch: u64) -> PurgeResult {
+/// Drains `rows` expired statuses `batch` at a time, both ways (the job with
+/// `workers` batches at once; the plain `DELETE` one at a time).
+pub async fn measure(bench: &mut Bench, rows: u64, batch: u64, workers: u32) -> PurgeResult {
     bench.seed_expired(rows).await;
     let started = Instant::now();
     let out = std::process::Command::new(BIN)
         .args(["jobs", "run", "status-purge"])
         .envs(bench.server_env())
         .env("EPHEMERA_STATUS_PURGE_BATCH", batch.to_string())
+        .env("EPHEMERA_STATUS_PURGE_WORKERS", workers.to_string())
         .output()
         .expect("run the purge job");
     let job_secs = started.elapsed().as_secs_f64();
@@ -65,6 +70,7 @@ pub async fn measure(bench: &mut Bench, rows: u64, batch: u64) -> PurgeResult {
     PurgeResult {
         rows,
         batch,
+        workers,
         job_rows_per_s: per_s(job_secs),
         outbox,
         plain_rows_per_s: per_s(plain_secs),

@@ -270,15 +270,16 @@ impl Report {
 
         out.push_str(
             "\n### Purge of expired statuses, each with a media row\n\n\
-             | db | rows | batch | purge job rows/s | outbox rows | plain batched DELETE rows/s | job / plain |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+             | db | rows | batch | job workers | purge job rows/s | outbox rows | plain batched DELETE rows/s | job / plain |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for (db, p) in &self.purge {
             let _ = writeln!(
                 out,
-                "| {db} | {} | {} | {:.0} | {} | {:.0} | {} |",
+                "| {db} | {} | {} | {} | {:.0} | {} | {:.0} | {} |",
                 size(p.rows),
                 p.batch,
+                p.workers,
                 p.job_rows_per_s,
                 p.outbox,
                 p.plain_rows_per_s,

@@ -464,8 +464,21 @@ pub async fn purge_expired(
     db: &DatabaseConnection,
     now: Millis,
     batch: u32,
+    workers: u32,
 ) -> AppResult<BatchReport> {
-    super::drain_batches(|| purge_batch(db, now, batch)).await
+    // SQLite writes one transaction at a time: more workers would only wait.
+    let workers = match db.get_database_backend() {
+        DbBackend::Postgres => workers.max(1),
+        _ => 1,
+    };
+    let drains = (0..workers).map(|_| super::drain_batches(|| purge_batch(db, now, batch)));
+    let reports = futures_util::future::try_join_all(drains).await?;
+    Ok(reports
+        .into_iter()
+        .fold(BatchReport::default(), |a, r| BatchReport {
+            rows: a.rows + r.rows,
+            batches: a.batches + r.batches,
+        }))
 }
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {

@@ -1,6 +1,7 @@
 //! The status purge: deletes expired statuses, their seen rows and tray
 //! summaries in batches of `EPHEMERA_STATUS_PURGE_BATCH`, draining the whole
-//! backlog in one run.
+//! backlog in one run; on PostgreSQL `EPHEMERA_STATUS_PURGE_WORKERS` batches
+//! at a time (they claim with `SKIP LOCKED`, as runs on other instances do).
 
 use crate::app::AppState;
 use crate::clock::Millis;
@@ -10,5 +11,12 @@ use crate::error::AppResult;
 
 /// Purges everything expired at `now`.
 pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
-    status::purge_expired(&state.db, now, state.config.status_purge_batch).await
+    let config = &state.config;
+    status::purge_expired(
+        &state.db,
+        now,
+        config.status_purge_batch,
+        config.status_purge_workers,
+    )
+    .await
 }

@@ -86,7 +86,12 @@ async fn small_batches_drain_everything_postgres() {
 }
 
 async fn small_batches(backend: Backend) {
-    let app = TestApp::spawn_with(backend, |c| c.status_purge_batch = 7).await;
+    // One worker: batches of 7, in order.
+    let app = TestApp::spawn_with(backend, |c| {
+        c.status_purge_batch = 7;
+        c.status_purge_workers = 1;
+    })
+    .await;
     seed(&app, 2, 25).await;
     app.clock.advance(HOUR * 25);
     let report = status_purge::run_once(&app.state, app.clock.now())
@@ -94,6 +99,23 @@ async fn small_batches(backend: Backend) {
         .unwrap();
     assert_eq!(report.rows, 50);
     assert_eq!(report.batches, 8); // 7 x 7 + 1
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
+    app.finish().await;
+
+    // Four workers (one on SQLite): every row once, no batch over 7.
+    let app = TestApp::spawn_with(backend, |c| {
+        c.status_purge_batch = 7;
+        c.status_purge_workers = 4;
+    })
+    .await;
+    seed(&app, 4, 25).await;
+    app.clock.advance(HOUR * 25);
+    let report = status_purge::run_once(&app.state, app.clock.now())
+        .await
+        .unwrap();
+    assert_eq!(report.rows, 100);
+    assert!(report.batches >= 15, "{report:?}"); // 100 = 14 x 7 + 2
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
     app.finish().await;
