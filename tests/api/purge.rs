@@ -87,38 +87,36 @@ async fn small_batches_drain_everything_postgres() {
 
 async fn small_batches(backend: Backend) {
     // One worker: batches of 7, in order.
-    let app = TestApp::spawn_with(backend, |c| {
-        c.status_purge_batch = 7;
-        c.status_purge_workers = 1;
-    })
-    .await;
-    seed(&app, 2, 25).await;
-    app.clock.advance(HOUR * 25);
-    let report = status_purge::run_once(&app.state, app.clock.now())
-        .await
-        .unwrap();
+    let report = purge_in_batches_of_7(backend, 1, 2).await;
     assert_eq!(report.rows, 50);
     assert_eq!(report.batches, 8); // 7 x 7 + 1
-    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
-    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
-    app.finish().await;
-
     // Four workers (one on SQLite): every row once, no batch over 7.
+    let report = purge_in_batches_of_7(backend, 4, 4).await;
+    assert_eq!(report.rows, 100);
+    assert!(report.batches >= 15, "{report:?}"); // 100 = 14 x 7 + 2
+}
+
+/// Seeds 25 statuses for each of `users`, lets them expire and purges them
+/// 7 per batch with `workers`; checks nothing is left.
+async fn purge_in_batches_of_7(
+    backend: Backend,
+    workers: u32,
+    users: usize,
+) -> ephemera::domain::BatchReport {
     let app = TestApp::spawn_with(backend, |c| {
         c.status_purge_batch = 7;
-        c.status_purge_workers = 4;
+        c.status_purge_workers = workers;
     })
     .await;
-    seed(&app, 4, 25).await;
+    seed(&app, users, 25).await;
     app.clock.advance(HOUR * 25);
     let report = status_purge::run_once(&app.state, app.clock.now())
         .await
         .unwrap();
-    assert_eq!(report.rows, 100);
-    assert!(report.batches >= 15, "{report:?}"); // 100 = 14 x 7 + 2
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
     app.finish().await;
+    report
 }
 
 async fn concurrent_purges_share_the_work(app: &TestApp) {
