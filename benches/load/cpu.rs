@@ -46,12 +46,13 @@ pub fn postgres() -> Duration {
         .sum()
 }
 
-/// CPU time used by the given processes (and PostgreSQL's, when `with_db`)
+/// CPU time used by the given processes, and PostgreSQL's when `with_db`,
 /// between two readings.
 pub struct Meter {
     pids: Vec<u32>,
     with_db: bool,
-    start: Duration,
+    /// (the processes', PostgreSQL's) at the start.
+    start: (Duration, Duration),
 }
 
 impl Meter {
@@ -59,21 +60,30 @@ impl Meter {
         let mut m = Self {
             pids,
             with_db,
-            start: Duration::ZERO,
+            start: (Duration::ZERO, Duration::ZERO),
         };
         m.start = m.now();
         m
     }
 
-    fn now(&self) -> Duration {
-        let own: Duration = self.pids.iter().map(|&p| of_pid(p)).sum();
-        if self.with_db { own + postgres() } else { own }
+    fn now(&self) -> (Duration, Duration) {
+        let own = self.pids.iter().map(|&p| of_pid(p)).sum();
+        let db = if self.with_db {
+            postgres()
+        } else {
+            Duration::ZERO
+        };
+        (own, db)
     }
 
-    /// Microseconds of CPU per item, for `items` done since the start.
-    pub fn micros_per(&self, items: u64) -> f64 {
+    /// Microseconds of CPU per item for `items` done since the start: in all
+    /// (the processes and the database), and the processes' own part.
+    pub fn micros_per(&self, items: u64) -> (f64, f64) {
+        let (own, db) = self.now();
+        let own = own.saturating_sub(self.start.0);
+        let db = db.saturating_sub(self.start.1);
         #[allow(clippy::cast_precision_loss)]
-        let per = (self.now().saturating_sub(self.start)).as_secs_f64() / items.max(1) as f64;
-        per * 1e6
+        let per = |d: Duration| d.as_secs_f64() / items.max(1) as f64 * 1e6;
+        (per(own + db), per(own))
     }
 }

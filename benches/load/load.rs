@@ -280,11 +280,9 @@ pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Ra
     let run = opts.duration();
     // Warm up connections, caches and the database's buffers.
     closed_loop(&client, query, opts.concurrency, run / 4).await;
-    let with_db = server.postgres;
-    let all = cpu::Meter::start(vec![server.pid()], with_db);
-    let own = cpu::Meter::start(vec![server.pid()], false);
+    let meter = cpu::Meter::start(vec![server.pid()], server.postgres);
     let closed = closed_loop(&client, query, opts.concurrency, run).await;
-    let (cpu_us, server_cpu_us) = (all.micros_per(closed.ok), own.micros_per(closed.ok));
+    let (cpu_us, server_cpu_us) = meter.micros_per(closed.ok);
     #[allow(clippy::cast_precision_loss)]
     let throughput = closed.ok as f64 / run.as_secs_f64();
     let rate = *rates

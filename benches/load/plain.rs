@@ -133,7 +133,7 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
     go(run / 4).await;
     let meter = cpu::Meter::start(vec![std::process::id()], bench.db == Db::Postgres);
     let (ok, errors) = go(run).await;
-    let cpu_us = meter.micros_per(ok);
+    let (cpu_us, _) = meter.micros_per(ok);
     let _ = conn.close().await;
     #[allow(clippy::cast_precision_loss)]
     let throughput = ok as f64 / run.as_secs_f64();

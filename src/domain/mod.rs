@@ -50,6 +50,16 @@ pub struct BatchReport {
     pub batches: u64,
 }
 
+impl std::iter::Sum for BatchReport {
+    /// The report of several runs that shared one backlog.
+    fn sum<I: Iterator<Item = Self>>(reports: I) -> Self {
+        reports.fold(Self::default(), |a, r| Self {
+            rows: a.rows + r.rows,
+            batches: a.batches + r.batches,
+        })
+    }
+}
+
 /// Runs `batch` (one transaction, returning the rows it handled) until a
 /// batch finds nothing: a job drains its whole backlog in one run.
 pub async fn drain_batches<F, Fut>(mut batch: F) -> AppResult<BatchReport>

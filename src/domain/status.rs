@@ -473,12 +473,7 @@ pub async fn purge_expired(
     };
     let drains = (0..workers).map(|_| super::drain_batches(|| purge_batch(db, now, batch)));
     let reports = futures_util::future::try_join_all(drains).await?;
-    Ok(reports
-        .into_iter()
-        .fold(BatchReport::default(), |a, r| BatchReport {
-            rows: a.rows + r.rows,
-            batches: a.batches + r.batches,
-        }))
+    Ok(reports.into_iter().sum())
 }
 
 async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<u64> {

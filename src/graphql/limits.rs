@@ -85,7 +85,7 @@ struct GuardRequest {
 }
 
 impl GuardRequest {
-    fn remembered(&self, query: &str) -> Option<ExecutableDocument> {
+    fn recall(&self, query: &str) -> Option<ExecutableDocument> {
         if query.len() > CACHED_QUERY_MAX {
             return None;
         }
@@ -232,7 +232,7 @@ impl Extension for GuardRequest {
         mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        if let Some(doc) = self.remembered(&request.query) {
+        if let Some(doc) = self.recall(&request.query) {
             request.set_parsed_query(doc);
             self.remembered.store(true, Ordering::Relaxed);
         }
