@@ -222,6 +222,12 @@ where
     let base = || -> Vec<Value> { vec![now.into(), viewer.unwrap_or(0).into()] };
     let mut values = base();
     let (from, cond) = filter(&mut values);
+    // Without range statistics SQLite cannot tell that few moments have
+    // expired unnoticed, and walked every located moment instead.
+    let expiry_index = match db.get_database_backend() {
+        DbBackend::Postgres => "",
+        _ => "INDEXED BY moments_expiry",
+    };
     let public: Vec<PublicRow> = db::fetch_all(
         db,
         &format!(
@@ -230,7 +236,8 @@ where
                (SELECT y.created_at FROM moments y WHERE y.location_id = l.id \
                   AND y.visibility = 'PUBLIC' AND {live_y} \
                   ORDER BY y.created_at DESC LIMIT 1) AS latest \
-             FROM {from} LEFT JOIN (SELECT x.location_id, COUNT(*) AS n FROM moments x \
+             FROM {from} LEFT JOIN (SELECT x.location_id, COUNT(*) AS n \
+               FROM moments x {expiry_index} \
                WHERE x.{expired_not_deleted} AND x.location_id IS NOT NULL \
                  AND x.visibility = 'PUBLIC' GROUP BY x.location_id) e ON e.location_id = l.id \
              WHERE {cond}",
