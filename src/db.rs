@@ -37,6 +37,10 @@ impl DbStats {
 /// How much of an SQLite database file is read through a memory map.
 const SQLITE_MMAP_BYTES: u64 = 1 << 30;
 
+/// How long a pooled connection may sit idle before it is pinged when next
+/// handed out.
+const IDLE_BEFORE_PING: Duration = Duration::from_secs(30);
+
 /// Opens a pool to `url`, counting statements into `stats`.
 pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_owned());
@@ -44,6 +48,12 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
         .acquire_timeout(Duration::from_secs(30))
+        // sqlx pings every connection it hands out by default: one more
+        // round trip (on SQLite, one more hand-off to the connection's
+        // thread) for every statement. Only a connection that sat idle long
+        // enough to have been dropped by a server, proxy or firewall is
+        // pinged now.
+        .test_before_acquire_if_idle_for(IDLE_BEFORE_PING)
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|o| {
             o.journal_mode(SqliteJournalMode::Wal)

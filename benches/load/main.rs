@@ -37,6 +37,11 @@ use clap::Parser;
 use report::Report;
 use seed::Db;
 
+/// The server's allocator, so that the SQL replay and the load generator
+/// are not slowed by glibc's malloc where the server is not.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Options of a benchmark run.
 #[derive(Debug, Clone, Parser)]
 #[command(name = "bench", about = "ephemera's benchmark harness")]
