@@ -360,6 +360,9 @@ async fn metrics(State(state): State<HttpState>) -> Response {
          # HELP ephemera_db_statement_failures_total SQL statements that failed.\n\
          # TYPE ephemera_db_statement_failures_total counter\n\
          ephemera_db_statement_failures_total {}\n\
+         # HELP ephemera_db_query_connections_total Connections GraphQL queries held for all their statements.\n\
+         # TYPE ephemera_db_query_connections_total counter\n\
+         ephemera_db_query_connections_total {}\n\
          # HELP ephemera_subscribers Connected subscription streams.\n\
          # TYPE ephemera_subscribers gauge\n\
          ephemera_subscribers {}\n\
@@ -377,6 +380,7 @@ async fn metrics(State(state): State<HttpState>) -> Response {
          ephemera_media_deletions_waiting {}\n",
         stats.statements(),
         stats.failures(),
+        stats.pinned(),
         state.app.events.subscribers(),
         media.uploads(),
         media.deleted(),

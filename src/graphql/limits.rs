@@ -236,6 +236,7 @@ impl Extension for GuardRequest {
             request.set_parsed_query(doc);
             self.remembered.store(true, Ordering::Relaxed);
         }
+        super::loaders::pin_if_query(&mut request);
         next.run(ctx, request).await
     }
 

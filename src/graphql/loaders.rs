@@ -20,11 +20,13 @@ use std::collections::{HashMap, HashSet};
 use async_graphql::Context;
 use async_graphql::dataloader::{DataLoader, HashMapCache, Loader};
 
+use std::sync::Arc;
+
 use super::{loaders, viewer};
-use sea_orm::DatabaseConnection;
 
 use crate::app::AppState;
 use crate::clock::Clock;
+use crate::db::RequestDb;
 use crate::domain::friend::{self, FriendshipState};
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
@@ -45,6 +47,9 @@ pub struct Loaders {
     pub locations: Cached<LocationLoader>,
     pub location_counts: Cached<LocationCountLoader>,
     pub liked: Cached<LikedLoader>,
+    /// The database as this request (or, for the shared set, each
+    /// statement) reaches it: the loaders and the page resolvers use it.
+    pub db: Arc<RequestDb>,
     /// Whether values are cached for the request (so priming pays off).
     cache: bool,
 }
@@ -70,8 +75,9 @@ impl Loaders {
     }
 
     fn new(state: &AppState, cache: bool) -> Self {
+        let db = Arc::new(RequestDb::new(state.db.clone(), state.db_stats.clone()));
         let b = || Base {
-            db: state.db.clone(),
+            db: db.clone(),
             clock: state.clock.clone(),
         };
         Self {
@@ -84,6 +90,7 @@ impl Loaders {
             locations: loader(LocationLoader(b()), cache),
             location_counts: loader(LocationCountLoader(b()), cache),
             liked: loader(LikedLoader(b()), cache),
+            db,
             cache,
         }
     }
@@ -132,6 +139,38 @@ impl Loaders {
             l.feed_one(key, v.clone()).await;
         }
         Ok(value)
+    }
+}
+
+/// Lets a query's statements share one connection ([`RequestDb`]), once the
+/// request's operation is known to be a query; mutations (whose transactions
+/// take connections of their own) and subscriptions keep taking one per
+/// statement. Called before the request runs; parses the document if it has
+/// not been parsed yet (it is then not parsed again). A document that does
+/// not parse is left for the executor to refuse.
+pub fn pin_if_query(request: &mut async_graphql::Request) {
+    use async_graphql::parser::types::{DocumentOperations, OperationType};
+    let name = request.operation_name.clone();
+    let Ok(doc) = request.parsed_query() else {
+        return;
+    };
+    let op = match (&doc.operations, name.as_deref()) {
+        (DocumentOperations::Single(op), _) => Some(op),
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next(),
+        (DocumentOperations::Multiple(_), None) => None,
+    };
+    if !op.is_some_and(|op| op.node.ty == OperationType::Query) {
+        return;
+    }
+    let loaders = request
+        .data
+        .get(&std::any::TypeId::of::<Loaders>())
+        .and_then(|l| l.downcast_ref::<Loaders>());
+    if let Some(l) = loaders
+        && l.cache
+    {
+        l.db.pin();
     }
 }
 
@@ -260,7 +299,7 @@ pub async fn prime_moments(
 
 /// What every loader holds.
 pub struct Base {
-    db: DatabaseConnection,
+    db: Arc<RequestDb>,
     clock: Clock,
 }
 
@@ -281,7 +320,7 @@ impl Loader<i64> for UserLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, Profile>> {
-        user::find_by_ids(&self.0.db, keys).await
+        user::find_by_ids(&*self.0.db, keys).await
     }
 }
 
@@ -293,7 +332,7 @@ impl Loader<i64> for MediaLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, media::Model>> {
-        crate::domain::media::find_by_ids(&self.0.db, keys).await
+        crate::domain::media::find_by_ids(&*self.0.db, keys).await
     }
 }
 
@@ -312,7 +351,7 @@ impl Loader<(Option<i64>, i64)> for TrayCountsLoader {
         let now = state.clock.now();
         let mut out = HashMap::new();
         for (viewer, authors) in by_viewer(keys) {
-            let counts = status::tray_counts(&state.db, viewer, &authors, now).await?;
+            let counts = status::tray_counts(&*state.db, viewer, &authors, now).await?;
             for a in authors {
                 out.insert((viewer, a), counts.get(&a).copied().unwrap_or_default());
             }
@@ -331,7 +370,7 @@ impl Loader<(i64, i64)> for SeenLoader {
     async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), bool>> {
         let mut out = HashMap::new();
         for (viewer, ids) in by_viewer(keys) {
-            let seen: HashSet<i64> = status::seen_by(&self.0.db, viewer, &ids).await?;
+            let seen: HashSet<i64> = status::seen_by(&*self.0.db, viewer, &ids).await?;
             out.extend(ids.into_iter().map(|id| ((viewer, id), seen.contains(&id))));
         }
         Ok(out)
@@ -346,7 +385,7 @@ impl Loader<i64> for ViewCountLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, i64>> {
-        status::view_counts(&self.0.db, keys).await
+        status::view_counts(&*self.0.db, keys).await
     }
 }
 
@@ -360,7 +399,7 @@ impl Loader<(i64, i64)> for FriendshipLoader {
     async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), FriendshipState>> {
         let mut out = HashMap::new();
         for (viewer, others) in by_viewer(keys) {
-            let states = friend::states(&self.0.db, viewer, &others).await?;
+            let states = friend::states(&*self.0.db, viewer, &others).await?;
             out.extend(states.into_iter().map(|(o, s)| ((viewer, o), s)));
         }
         Ok(out)
@@ -375,7 +414,7 @@ impl Loader<i64> for LocationLoader {
     type Error = AppError;
 
     async fn load(&self, keys: &[i64]) -> AppResult<HashMap<i64, entity::location::Model>> {
-        location::find_by_ids(&self.0.db, keys).await
+        location::find_by_ids(&*self.0.db, keys).await
     }
 }
 
@@ -393,7 +432,7 @@ impl Loader<(Option<i64>, i64)> for LocationCountLoader {
         let now = self.0.clock.now();
         let mut out = HashMap::new();
         for (viewer, ids) in by_viewer(keys) {
-            let counts = location::moment_counts(&self.0.db, viewer, &ids, now).await?;
+            let counts = location::moment_counts(&*self.0.db, viewer, &ids, now).await?;
             out.extend(counts.into_iter().map(|(id, n)| ((viewer, id), n)));
         }
         Ok(out)
@@ -410,7 +449,7 @@ impl Loader<(i64, i64)> for LikedLoader {
     async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), bool>> {
         let mut out = HashMap::new();
         for (viewer, ids) in by_viewer(keys) {
-            let liked = like::liked_by(&self.0.db, viewer, &ids).await?;
+            let liked = like::liked_by(&*self.0.db, viewer, &ids).await?;
             out.extend(
                 ids.into_iter()
                     .map(|id| ((viewer, id), liked.contains(&id))),

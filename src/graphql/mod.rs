@@ -56,6 +56,11 @@ pub(crate) fn loaders<'a>(ctx: &Context<'a>) -> Result<&'a loaders::Loaders, App
         .map_err(|_| AppError::internal("schema data", "Loaders missing"))
 }
 
+/// The database as this request reaches it (see [`crate::db::RequestDb`]).
+pub(crate) fn db<'a>(ctx: &Context<'a>) -> Result<&'a crate::db::RequestDb, AppError> {
+    Ok(&loaders(ctx)?.db)
+}
+
 /// Who is asking (anonymous unless the transport attached a user).
 pub(crate) fn viewer(ctx: &Context<'_>) -> Viewer {
     ctx.data_opt::<Viewer>()

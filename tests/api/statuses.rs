@@ -15,6 +15,7 @@ both_backends!(
     delete_checks_ownership,
     seen_state_and_viewers,
     pages_run_a_constant_number_of_statements,
+    a_query_holds_one_connection,
 );
 
 const CREATE: &str = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id caption bgColor createdAt expiresAt author { username } media { id } viewerHasSeen viewCount } }";
@@ -489,4 +490,57 @@ pub(crate) async fn assert_constant(
         "{list}: a page of 1 ran {} statements, a page of 50 ran {}",
         counts[0], counts[1]
     );
+}
+
+/// A query runs all its statements on one pooled connection, given back when
+/// it ends; a mutation holds none; many of both at once on a pool of 5 all
+/// answer (neither waits on a connection the other holds).
+async fn a_query_holds_one_connection(app: &TestApp) {
+    let viewer = app.sign_up("holder").await;
+    let mut statuses = Vec::new();
+    for i in 0..3 {
+        let author = app.sign_up(&format!("held{i}")).await;
+        statuses.push(app.post_status(&author, "hi").await);
+    }
+    let held = || app.metric("ephemera_db_query_connections_total");
+    let tray = "{ storyTray(first: 10) { nodes { storyCount hasUnseen author { username } } } \
+                me: viewer { username } }";
+    let before = held().await;
+    let (statements, data) = app
+        .statements_during(app.ok(viewer.token(), tray, json!({})))
+        .await;
+    assert_eq!(data["storyTray"]["nodes"].as_array().map(Vec::len), Some(3));
+    assert_eq!(data["me"]["username"], "holder");
+    assert!(statements >= 3, "{statements} statements");
+    assert_eq!(
+        held().await - before,
+        1,
+        "one connection for {statements} statements"
+    );
+
+    let mark = "mutation($id: ID!) { markStatusSeen(id: $id) { id viewerHasSeen } }";
+    let before = held().await;
+    let marked = app
+        .ok(viewer.token(), mark, json!({ "id": statuses[0] }))
+        .await;
+    assert_eq!(marked["markStatusSeen"]["viewerHasSeen"], true);
+    assert_eq!(held().await, before, "a mutation holds no connection");
+
+    let runs = (0..50).map(|i| {
+        let (query, vars) = if i % 5 == 0 {
+            (mark, json!({ "id": statuses[i % 3] }))
+        } else {
+            (tray, json!({}))
+        };
+        app.ok(viewer.token(), query, vars)
+    });
+    let answers = futures_util::future::join_all(runs).await;
+    assert_eq!(answers.len(), 50);
+    let after = app.ok(viewer.token(), tray, json!({})).await;
+    let nodes = after["storyTray"]["nodes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(|n| n["hasUnseen"] == false), "{after}");
 }

@@ -11,7 +11,7 @@ use crate::graphql::types::{
     BoundingBoxInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment, MomentPin, Scope,
     list_cost, moments_of, parse_id,
 };
-use crate::graphql::{app, loaders, viewer};
+use crate::graphql::{app, db, loaders, viewer};
 
 /// What the map's markers cost in the complexity limit: their fields are
 /// loaded for all markers at once, so ten markers count as one item.
@@ -51,7 +51,7 @@ impl MomentQuery {
             return Ok(None);
         };
         Ok(
-            moment::find_readable(&app.db, viewer(ctx).id(), n, app.clock.now())
+            moment::find_readable(db(ctx)?, viewer(ctx).id(), n, app.clock.now())
                 .await?
                 .map(Moment::new),
         )
@@ -62,7 +62,7 @@ impl MomentQuery {
         let Some(n) = parse_id(&id) else {
             return Ok(None);
         };
-        Ok(location::find(&app(ctx)?.db, n).await?.map(Location::new))
+        Ok(location::find(db(ctx)?, n).await?.map(Location::new))
     }
 
     /// What a map shows inside a box: standalone moments as pins at their coordinates, locations with live moments as one pin carrying a badge count. A box whose west is greater than its east crosses the antimeridian.
@@ -76,7 +76,7 @@ impl MomentQuery {
         let app = app(ctx)?;
         let limit = map::clamp_limit(limit.unwrap_or(500))?;
         let viewer = viewer(ctx).id();
-        let found = map::markers(&app.db, viewer, &bbox.into(), limit, app.clock.now()).await?;
+        let found = map::markers(db(ctx)?, viewer, &bbox.into(), limit, app.clock.now()).await?;
         let moments: Vec<_> = found
             .markers
             .iter()

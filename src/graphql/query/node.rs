@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result};
 use crate::domain::{location, media, moment, status, user};
 use crate::error::AppError;
 use crate::graphql::types::{Location, Media, Moment, Node, Status, User, parse_id};
-use crate::graphql::{app, viewer};
+use crate::graphql::{app, db, viewer};
 
 const MAX_NODES: usize = 100;
 
@@ -33,12 +33,12 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
     let app = app(ctx)?;
     let numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
     let now = app.clock.now();
-    let users = user::find_by_ids(&app.db, &numbers).await?;
-    let statuses = status::find_live_by_ids(&app.db, &numbers, now).await?;
-    let moments = moment::find_readable_by_ids(&app.db, viewer(ctx).id(), &numbers, now).await?;
-    let locations = location::find_by_ids(&app.db, &numbers).await?;
+    let users = user::find_by_ids(db(ctx)?, &numbers).await?;
+    let statuses = status::find_live_by_ids(db(ctx)?, &numbers, now).await?;
+    let moments = moment::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
+    let locations = location::find_by_ids(db(ctx)?, &numbers).await?;
     let media = match viewer(ctx).id() {
-        Some(v) => media::find_owned_by_ids(&app.db, v, &numbers).await?,
+        Some(v) => media::find_owned_by_ids(db(ctx)?, v, &numbers).await?,
         None => Default::default(),
     };
     Ok(ids

@@ -9,7 +9,7 @@ use crate::graphql::loaders::{prime_statuses, prime_tray};
 use crate::graphql::types::{
     Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
 };
-use crate::graphql::{app, viewer};
+use crate::graphql::{app, db, viewer};
 
 /// A page of one author's live statuses (for `statuses` and `User.statuses`).
 pub(crate) async fn statuses_of(
@@ -21,7 +21,7 @@ pub(crate) async fn statuses_of(
     let q = app
         .cursors
         .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
-    let page = status::page_by_author(&app.db, author, app.clock.now(), &q).await?;
+    let page = status::page_by_author(db(ctx)?, author, app.clock.now(), &q).await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
     prime_statuses(ctx, &rows).await?;
     Ok(connection(
@@ -48,8 +48,14 @@ impl StatusQuery {
     ) -> Result<Connection<String, StoryTrayEntry>> {
         let app = app(ctx)?;
         let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
-        let page =
-            status::tray_page(&app.db, viewer(ctx).id(), scope.into(), app.clock.now(), &q).await?;
+        let page = status::tray_page(
+            db(ctx)?,
+            viewer(ctx).id(),
+            scope.into(),
+            app.clock.now(),
+            &q,
+        )
+        .await?;
         let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();
         prime_tray(ctx, &authors).await?;
         Ok(connection(
@@ -88,7 +94,7 @@ impl StatusQuery {
         let Some(n) = parse_id(&id) else {
             return Ok(None);
         };
-        Ok(status::find_live(&app.db, n, app.clock.now())
+        Ok(status::find_live(db(ctx)?, n, app.clock.now())
             .await?
             .map(Status::new))
     }

@@ -7,7 +7,7 @@ use crate::domain::page::CursorKind;
 use crate::domain::{friend, user};
 use crate::error::AppError;
 use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
-use crate::graphql::{app, loaders, viewer};
+use crate::graphql::{db, loaders, viewer};
 
 #[derive(Default)]
 pub struct UserQuery;
@@ -34,7 +34,6 @@ impl UserQuery {
         id: Option<ID>,
         username: Option<String>,
     ) -> Result<Option<User>> {
-        let app = app(ctx)?;
         match (id, username) {
             (Some(id), None) => match parse_id(&id) {
                 Some(n) => {
@@ -43,7 +42,7 @@ impl UserQuery {
                 }
                 None => Ok(None),
             },
-            (None, Some(name)) => Ok(user::find_by_username(&app.db, &name).await?.map(User)),
+            (None, Some(name)) => Ok(user::find_by_username(db(ctx)?, &name).await?.map(User)),
             _ => Err(AppError::bad_input("pass exactly one of id or username").into()),
         }
     }
@@ -58,7 +57,7 @@ impl UserQuery {
     ) -> Result<Connection<String, User>> {
         let v = viewer(ctx).require()?;
         let q = forward_query(ctx, CursorKind::FriendRequest, first, after, 20)?;
-        let page = friend::incoming_page(&app(ctx)?.db, v, &q).await?;
+        let page = friend::incoming_page(db(ctx)?, v, &q).await?;
         user_connection(ctx, CursorKind::FriendRequest, page).await
     }
 }

@@ -17,7 +17,7 @@ use crate::domain::{like, moment as moment_domain};
 use crate::entity::{location, moment};
 use crate::error::AppError;
 use crate::graphql::loaders::prime_moments;
-use crate::graphql::{app, loaders, viewer};
+use crate::graphql::{app, db, loaders, viewer};
 
 /// Who may see a moment.
 #[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,7 +157,7 @@ impl Moment {
         if viewer(ctx).id() != Some(self.0.author_id) {
             return Ok(None);
         }
-        let page = like::likers_page(&app(ctx)?.db, self.0.id, &q).await?;
+        let page = like::likers_page(db(ctx)?, self.0.id, &q).await?;
         Ok(Some(
             user_connection(ctx, CursorKind::MomentLiker, page).await?,
         ))
@@ -237,7 +237,7 @@ pub async fn moments_of(
     let app = app(ctx)?;
     let q = forward_query(ctx, kind, first, after, 20)?;
     let page: Page<moment::Model> =
-        moment_domain::page(&app.db, viewer(ctx).id(), list, app.clock.now(), &q).await?;
+        moment_domain::page(db(ctx)?, viewer(ctx).id(), list, app.clock.now(), &q).await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
     prime_moments(ctx, &[&["nodes"], &["edges", "node"]], &rows).await?;
     Ok(connection(&app.cursors, kind, page, Moment::new))

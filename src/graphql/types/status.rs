@@ -9,7 +9,7 @@ use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user
 use crate::domain::page::CursorKind;
 use crate::domain::status as status_domain;
 use crate::entity::status;
-use crate::graphql::{app, loaders, viewer};
+use crate::graphql::{db, loaders, viewer};
 
 /// A story: a post with optional media, a caption and a background colour that lives 24 hours.
 #[derive(Clone, Debug)]
@@ -102,7 +102,7 @@ impl Status {
         if !self.viewer_is_author(ctx) {
             return Ok(None);
         }
-        let page = status_domain::viewers_page(&app(ctx)?.db, &self.0, &q).await?;
+        let page = status_domain::viewers_page(db(ctx)?, &self.0, &q).await?;
         Ok(Some(
             user_connection(ctx, CursorKind::StatusViewer, page).await?,
         ))

@@ -11,7 +11,7 @@ use crate::domain::moment::MomentList;
 use crate::domain::page::{CursorKind, Page, PageArgs};
 use crate::domain::user::Profile;
 use crate::error::AppError;
-use crate::graphql::{app, loaders, viewer};
+use crate::graphql::{db, loaders, viewer};
 
 /// A user by id through the request's loader; `NOT_FOUND` if gone.
 pub async fn load_user(ctx: &Context<'_>, id: i64) -> Result<User> {
@@ -119,7 +119,7 @@ impl User {
             None => false,
         };
         let page = if allowed {
-            friend::friends_page(&app(ctx)?.db, self.0.id, &q).await?
+            friend::friends_page(db(ctx)?, self.0.id, &q).await?
         } else {
             Page::empty()
         };

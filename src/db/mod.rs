@@ -17,11 +17,16 @@ use sea_orm::{
 
 use crate::error::{AppError, AppResult};
 
+mod request;
+
+pub use request::RequestDb;
+
 /// Counts the SQL statements the server runs (exposed on `/metrics`).
 #[derive(Debug, Default)]
 pub struct DbStats {
     statements: AtomicU64,
     failures: AtomicU64,
+    pinned: AtomicU64,
 }
 
 impl DbStats {
@@ -31,6 +36,21 @@ impl DbStats {
 
     pub fn failures(&self) -> u64 {
         self.failures.load(Ordering::Relaxed)
+    }
+
+    /// Connections a request held for all its statements (see [`RequestDb`]).
+    pub fn pinned(&self) -> u64 {
+        self.pinned.load(Ordering::Relaxed)
+    }
+
+    /// Counts a statement that ran (and whether it failed).
+    pub fn record(&self, statement: &Statement, failed: bool) {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        // `EPHEMERA_LOG=ephemera::sql=trace` logs every statement as it ran.
+        tracing::trace!(target: "ephemera::sql", "{}", inline_values(statement));
+        if failed {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -69,14 +89,7 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
     let mut db = Database::connect(opts)
         .await
         .map_err(|e| AppError::internal("connecting to the database", e))?;
-    db.set_metric_callback(move |info| {
-        stats.statements.fetch_add(1, Ordering::Relaxed);
-        // `EPHEMERA_LOG=ephemera::sql=trace` logs every statement as it ran.
-        tracing::trace!(target: "ephemera::sql", "{}", inline_values(info.statement));
-        if info.failed {
-            stats.failures.fetch_add(1, Ordering::Relaxed);
-        }
-    });
+    db.set_metric_callback(move |info| stats.record(info.statement, info.failed));
     Ok(db)
 }
 
