@@ -130,55 +130,45 @@ fn bind(stmt: &Statement) -> (sqlx::AssertSqlSafe<&str>, SqlxValues) {
     )
 }
 
+/// `$body` with `$c` bound to the held connection, whichever database it is.
+macro_rules! on_held {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            Held::Sqlite($c) => $body,
+            Held::Postgres($c) => $body,
+        }
+    };
+}
+
 fn all<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Vec<QueryResult>> {
     let (sql, values) = bind(stmt);
     Box::pin(async move {
-        Ok(match conn {
-            Held::Sqlite(c) => sqlx::query_with(sql, values)
-                .fetch_all(&mut **c)
-                .await?
-                .into_iter()
-                .map(QueryResult::from)
-                .collect(),
-            Held::Postgres(c) => sqlx::query_with(sql, values)
-                .fetch_all(&mut **c)
-                .await?
-                .into_iter()
-                .map(QueryResult::from)
-                .collect(),
-        })
+        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
+            .fetch_all(&mut **c)
+            .await?
+            .into_iter()
+            .map(QueryResult::from)
+            .collect()))
     })
 }
 
 fn one<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Option<QueryResult>> {
     let (sql, values) = bind(stmt);
     Box::pin(async move {
-        Ok(match conn {
-            Held::Sqlite(c) => sqlx::query_with(sql, values)
-                .fetch_optional(&mut **c)
-                .await?
-                .map(QueryResult::from),
-            Held::Postgres(c) => sqlx::query_with(sql, values)
-                .fetch_optional(&mut **c)
-                .await?
-                .map(QueryResult::from),
-        })
+        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
+            .fetch_optional(&mut **c)
+            .await?
+            .map(QueryResult::from)))
     })
 }
 
 fn exec<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, ExecResult> {
     let (sql, values) = bind(stmt);
     Box::pin(async move {
-        Ok(match conn {
-            Held::Sqlite(c) => sqlx::query_with(sql, values)
-                .execute(&mut **c)
-                .await?
-                .into(),
-            Held::Postgres(c) => sqlx::query_with(sql, values)
-                .execute(&mut **c)
-                .await?
-                .into(),
-        })
+        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
+            .execute(&mut **c)
+            .await?
+            .into()))
     })
 }
 
