@@ -15,7 +15,7 @@ mod media;
 mod multipart;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
-use async_graphql::{BatchRequest, BatchResponse, Data};
+use async_graphql::{BatchRequest, BatchResponse, Data, Executor};
 use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
 use axum::body::Bytes;
 use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
@@ -31,14 +31,14 @@ use tower_http::trace::TraceLayer;
 use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::error::AppError;
-use crate::graphql::AppSchema;
-use crate::graphql::limits::ViaGet;
+use crate::graphql::limits::{Guarded, ViaGet};
 use crate::graphql::loaders::Loaders;
+use crate::graphql::{self, AppSchema};
 
 #[derive(Clone)]
 struct HttpState {
     app: AppState,
-    schema: AppSchema,
+    schema: Guarded,
 }
 
 /// The router of the whole server.
@@ -52,7 +52,10 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         .route("/media/{dir}/{name}", get(media::serve).put(media::receive))
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
-        .with_state(HttpState { app, schema })
+        .with_state(HttpState {
+            schema: graphql::guarded(schema, &app.config),
+            app,
+        })
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(TraceLayer::new_for_http());
     let origins: Vec<HeaderValue> = config

@@ -11,21 +11,24 @@
 //! send the same few query texts over and over, and parsing one costs more
 //! than running a small page. A remembered document is checked like a fresh
 //! one.
+//!
+//! The guard wraps the schema as the [`Executor`] that HTTP and websockets
+//! run operations through ([`Guarded`]) rather than being an async-graphql
+//! extension: with any extension registered, async-graphql resolves every
+//! field through a slower path (a registry lookup by type name, a
+//! `ResolveInfo` and a boxed future per extension, for each field), which
+//! the benchmarks measured at 15–20 % of the server's CPU on a tray page.
 
 use std::num::NonZeroUsize;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextPrepareRequest, NextRequest,
-    NextSubscribe, NextValidation,
-};
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
-use async_graphql::{Request, Response, ServerError, ServerResult, ValidationResult, Variables};
+use async_graphql::{Data, Executor, Request, Response, ServerError};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use lru::LruCache;
 
+use super::AppSchema;
 use crate::error::{Code, INTERNAL_MESSAGE};
 
 /// Marks a request that came over HTTP GET, where only queries are allowed.
@@ -50,10 +53,10 @@ pub struct Limits {
 /// Parsed documents by query text.
 type Documents = Mutex<LruCache<String, ExecutableDocument>>;
 
-/// The guard extension's factory: the limits, and the documents parsed so far.
+/// The guard: the limits, and the documents parsed so far.
 pub struct Guard {
     limits: Limits,
-    documents: Arc<Documents>,
+    documents: Documents,
 }
 
 impl Guard {
@@ -61,30 +64,10 @@ impl Guard {
         let size = NonZeroUsize::new(PARSED_DOCUMENTS).unwrap_or(NonZeroUsize::MIN);
         Self {
             limits,
-            documents: Arc::new(Mutex::new(LruCache::new(size))),
+            documents: Mutex::new(LruCache::new(size)),
         }
     }
-}
 
-impl ExtensionFactory for Guard {
-    fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(GuardRequest {
-            limits: self.limits,
-            documents: self.documents.clone(),
-            remembered: AtomicBool::new(false),
-        })
-    }
-}
-
-/// The guard for one request.
-struct GuardRequest {
-    limits: Limits,
-    documents: Arc<Documents>,
-    /// Whether this request's document came from the cache.
-    remembered: AtomicBool,
-}
-
-impl GuardRequest {
     fn recall(&self, query: &str) -> Option<ExecutableDocument> {
         if query.len() > CACHED_QUERY_MAX {
             return None;
@@ -93,13 +76,114 @@ impl GuardRequest {
         documents.get(query).cloned()
     }
 
-    fn remember(&self, query: &str, doc: &ExecutableDocument) {
-        if query.len() > CACHED_QUERY_MAX || self.remembered.load(Ordering::Relaxed) {
+    fn remember(&self, query: String, doc: &ExecutableDocument) {
+        if query.len() > CACHED_QUERY_MAX {
             return;
         }
         if let Ok(mut documents) = self.documents.lock() {
-            documents.put(query.to_owned(), doc.clone());
+            documents.put(query, doc.clone());
         }
+    }
+
+    /// Parses (or recalls) the request's document and refuses it if it breaks
+    /// a limit; otherwise hands the parsed document on with the request, and
+    /// lets a query hold one database connection.
+    fn check(&self, request: &mut Request) -> Result<(), ServerError> {
+        let remembered = match self.recall(&request.query) {
+            Some(doc) => {
+                request.set_parsed_query(doc);
+                true
+            }
+            None => false,
+        };
+        let via_get = request.data.contains_key(&std::any::TypeId::of::<ViaGet>());
+        let to_remember = (!remembered).then(|| request.query.clone());
+        let doc = request.parsed_query().map_err(|mut e| {
+            set_code(&mut e, Code::BadUserInput);
+            e
+        })?;
+        let aliases = count_aliases(doc);
+        let limits = &self.limits;
+        if aliases > limits.max_aliases {
+            return Err(bad_input(format!(
+                "query uses {aliases} aliases; the limit is {}",
+                limits.max_aliases
+            )));
+        }
+        let (depth, with_introspection) = query_depth(doc);
+        if depth > limits.max_depth
+            || with_introspection > limits.max_depth.max(INTROSPECTION_DEPTH)
+        {
+            return Err(bad_input(format!(
+                "query is nested too deep; the depth limit is {}",
+                limits.max_depth
+            )));
+        }
+        if let Some(query) = to_remember {
+            self.remember(query, doc);
+        }
+        if via_get && !is_query_only(doc) {
+            return Err(bad_input(
+                "mutations and subscriptions are not allowed over GET; use POST",
+            ));
+        }
+        super::loaders::pin_if_query(request);
+        Ok(())
+    }
+
+    /// A response as clients see it: the complexity limit named, and a code
+    /// on every error.
+    fn finish(&self, mut response: Response) -> Response {
+        for e in &mut response.errors {
+            if e.message == "Query is too complex." {
+                *e = bad_input(format!(
+                    "query is too complex; the complexity limit is {}",
+                    self.limits.max_complexity
+                ));
+            }
+        }
+        ensure_codes(response)
+    }
+}
+
+/// The schema behind the guard: what HTTP requests and websocket operations
+/// are run through.
+#[derive(Clone)]
+pub struct Guarded {
+    schema: AppSchema,
+    guard: Arc<Guard>,
+}
+
+impl Guarded {
+    pub fn new(schema: AppSchema, limits: Limits) -> Self {
+        Self {
+            schema,
+            guard: Arc::new(Guard::new(limits)),
+        }
+    }
+}
+
+impl Executor for Guarded {
+    async fn execute(&self, mut request: Request) -> Response {
+        if let Err(e) = self.guard.check(&mut request) {
+            return Response::from_errors(vec![e]);
+        }
+        self.guard.finish(self.schema.execute(request).await)
+    }
+
+    fn execute_stream(
+        &self,
+        mut request: Request,
+        session_data: Option<Arc<Data>>,
+    ) -> BoxStream<'static, Response> {
+        if let Err(e) = self.guard.check(&mut request) {
+            return futures_util::stream::once(async move { Response::from_errors(vec![e]) })
+                .boxed();
+        }
+        let guard = self.guard.clone();
+        Executor::execute_stream(&self.schema, request, session_data)
+            .map(move |r| guard.finish(r))
+            .boxed()
     }
 }
 
@@ -222,96 +306,6 @@ fn is_query_only(doc: &ExecutableDocument) -> bool {
     doc.operations
         .iter()
         .all(|(_, op)| op.node.ty == OperationType::Query)
-}
-
-#[async_trait::async_trait]
-impl Extension for GuardRequest {
-    async fn prepare_request(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        mut request: Request,
-        next: NextPrepareRequest<'_>,
-    ) -> ServerResult<Request> {
-        if let Some(doc) = self.recall(&request.query) {
-            request.set_parsed_query(doc);
-            self.remembered.store(true, Ordering::Relaxed);
-        }
-        super::loaders::pin_if_query(&mut request);
-        next.run(ctx, request).await
-    }
-
-    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
-        ensure_codes(next.run(ctx).await)
-    }
-
-    fn subscribe<'s>(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        stream: BoxStream<'s, Response>,
-        next: NextSubscribe<'_>,
-    ) -> BoxStream<'s, Response> {
-        next.run(ctx, stream).map(ensure_codes).boxed()
-    }
-
-    async fn parse_query(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        query: &str,
-        variables: &Variables,
-        next: NextParseQuery<'_>,
-    ) -> ServerResult<ExecutableDocument> {
-        let doc = next.run(ctx, query, variables).await.map_err(|mut e| {
-            set_code(&mut e, Code::BadUserInput);
-            e
-        })?;
-        let aliases = count_aliases(&doc);
-        let limits = &self.limits;
-        if aliases > limits.max_aliases {
-            return Err(bad_input(format!(
-                "query uses {aliases} aliases; the limit is {}",
-                limits.max_aliases
-            )));
-        }
-        let (depth, with_introspection) = query_depth(&doc);
-        if depth > limits.max_depth
-            || with_introspection > limits.max_depth.max(INTROSPECTION_DEPTH)
-        {
-            return Err(bad_input(format!(
-                "query is nested too deep; the depth limit is {}",
-                limits.max_depth
-            )));
-        }
-        self.remember(query, &doc);
-        if ctx.data_opt::<ViaGet>().is_some() && !is_query_only(&doc) {
-            return Err(bad_input(
-                "mutations and subscriptions are not allowed over GET; use POST",
-            ));
-        }
-        Ok(doc)
-    }
-
-    async fn validation(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        next: NextValidation<'_>,
-    ) -> Result<ValidationResult, Vec<ServerError>> {
-        next.run(ctx).await.map_err(|errors| {
-            errors
-                .into_iter()
-                .map(|e| match e.message.as_str() {
-                    "Query is too complex." => bad_input(format!(
-                        "query is too complex; the complexity limit is {}",
-                        self.limits.max_complexity
-                    )),
-                    _ => {
-                        let mut e = e;
-                        set_code(&mut e, Code::BadUserInput);
-                        e
-                    }
-                })
-                .collect()
-        })
-    }
 }
 
 #[cfg(test)]

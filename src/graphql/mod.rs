@@ -19,20 +19,27 @@ use crate::error::AppError;
 pub type AppSchema =
     Schema<query::QueryRoot, mutation::MutationRoot, subscription::SubscriptionRoot>;
 
-/// Builds the schema over `state`, with depth, complexity and alias limits
-/// (depth and aliases are counted by `limits::Guard`).
+/// Builds the schema over `state`, with the complexity limit (depth and
+/// aliases are counted by the guard, see [`guarded`]).
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
     builder()
         .data(loaders::Loaders::shared(&state))
         .data(state)
         .limit_complexity(config.max_query_complexity)
-        .extension(limits::Guard::new(limits::Limits {
+        .finish()
+}
+
+/// The schema behind the guard, as HTTP and websockets run it.
+pub fn guarded(schema: AppSchema, config: &crate::config::Config) -> limits::Guarded {
+    limits::Guarded::new(
+        schema,
+        limits::Limits {
             max_depth: config.max_query_depth,
             max_complexity: config.max_query_complexity,
             max_aliases: config.max_aliases,
-        }))
-        .finish()
+        },
+    )
 }
 
 /// The schema in SDL, as `schema.graphql` keeps it.

@@ -96,6 +96,36 @@ async fn friends_scope_filters(app: &TestApp) {
         msg["payload"]["errors"][0]["extensions"]["code"],
         "BAD_USER_INPUT"
     );
+    // The request limits hold over a websocket as over HTTP: too many
+    // aliases, and a query nested too deep.
+    let aliased: String = (0..31).map(|i| format!(" a{i}: id")).collect();
+    let deep = format!(
+        "subscription {{ statusCreated {{ author {{ {} }} }} }}",
+        "statuses { nodes { author { ".repeat(6) + "id" + &" } } }".repeat(6)
+    );
+    for (id, query) in [
+        (
+            "z",
+            format!("subscription {{ statusCreated {{{aliased} }} }}"),
+        ),
+        ("w", deep),
+    ] {
+        anon.subscribe(id, &query, json!({})).await;
+        // (The previous operation's `complete` may come first.)
+        let mut msg = anon.next_message().await.unwrap();
+        while msg["type"] == "complete" {
+            msg = anon.next_message().await.unwrap();
+        }
+        assert_eq!(msg["id"], id, "{msg}");
+        let error = &msg["payload"]["errors"][0];
+        assert_eq!(error["extensions"]["code"], "BAD_USER_INPUT", "{msg}");
+        assert!(
+            error["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("limit")),
+            "{msg}"
+        );
+    }
 }
 
 async fn bad_tokens_and_oversized_messages_are_refused(app: &TestApp) {
