@@ -122,12 +122,15 @@ impl Guard {
         if let Some(query) = to_remember {
             self.remember(query, doc);
         }
-        if via_get && !is_query_only(doc) {
+        let query_only = is_query_only(doc);
+        if via_get && !query_only {
             return Err(bad_input(
                 "mutations and subscriptions are not allowed over GET; use POST",
             ));
         }
-        super::loaders::pin_if_query(request);
+        if query_only {
+            super::loaders::pin_query(request);
+        }
         Ok(())
     }
 

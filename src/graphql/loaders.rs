@@ -142,27 +142,11 @@ impl Loaders {
     }
 }
 
-/// Lets a query's statements share one connection ([`RequestDb`]), once the
-/// request's operation is known to be a query; mutations (whose transactions
-/// take connections of their own) and subscriptions keep taking one per
-/// statement. Called before the request runs; parses the document if it has
-/// not been parsed yet (it is then not parsed again). A document that does
-/// not parse is left for the executor to refuse.
-pub fn pin_if_query(request: &mut async_graphql::Request) {
-    use async_graphql::parser::types::{DocumentOperations, OperationType};
-    let name = request.operation_name.clone();
-    let Ok(doc) = request.parsed_query() else {
-        return;
-    };
-    let op = match (&doc.operations, name.as_deref()) {
-        (DocumentOperations::Single(op), _) => Some(op),
-        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name),
-        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next(),
-        (DocumentOperations::Multiple(_), None) => None,
-    };
-    if !op.is_some_and(|op| op.node.ty == OperationType::Query) {
-        return;
-    }
+/// Lets the statements of `request` (a query: the guard has checked) share
+/// one connection ([`RequestDb`]). Mutations, whose transactions take
+/// connections of their own, and subscriptions keep taking one per
+/// statement; so do the subscriptions' shared loaders, which never pin.
+pub fn pin_query(request: &async_graphql::Request) {
     let loaders = request
         .data
         .get(&std::any::TypeId::of::<Loaders>())
