@@ -54,13 +54,13 @@ pub struct Limits {
 type Documents = Mutex<LruCache<String, ExecutableDocument>>;
 
 /// The guard: the limits, and the documents parsed so far.
-pub struct Guard {
+struct Guard {
     limits: Limits,
     documents: Documents,
 }
 
 impl Guard {
-    pub fn new(limits: Limits) -> Self {
+    fn new(limits: Limits) -> Self {
         let size = NonZeroUsize::new(PARSED_DOCUMENTS).unwrap_or(NonZeroUsize::MIN);
         Self {
             limits,
@@ -77,9 +77,6 @@ impl Guard {
     }
 
     fn remember(&self, query: String, doc: &ExecutableDocument) {
-        if query.len() > CACHED_QUERY_MAX {
-            return;
-        }
         if let Ok(mut documents) = self.documents.lock() {
             documents.put(query, doc.clone());
         }
@@ -97,7 +94,9 @@ impl Guard {
             None => false,
         };
         let via_get = request.data.contains_key(&std::any::TypeId::of::<ViaGet>());
-        let to_remember = (!remembered).then(|| request.query.clone());
+        // Longer texts are not remembered (nor copied to be).
+        let to_remember =
+            (!remembered && request.query.len() <= CACHED_QUERY_MAX).then(|| request.query.clone());
         let doc = request.parsed_query().map_err(|mut e| {
             set_code(&mut e, Code::BadUserInput);
             e
