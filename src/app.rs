@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, watch};
 use crate::auth::TokenKeys;
 use crate::clock::{Clock, duration_millis};
 use crate::config::Config;
-use crate::db::{self, DbStats};
+use crate::db::{self, DbStats, QueryConnections};
 use crate::domain::media::MediaStats;
 use crate::domain::page::Cursors;
 use crate::error::{AppError, AppResult};
@@ -34,6 +34,9 @@ pub struct AppState {
     pub tokens: Arc<TokenKeys>,
     pub cursors: Arc<Cursors>,
     pub db_stats: Arc<DbStats>,
+    /// The connections GraphQL queries hold, apart from the pool (see
+    /// [`db::RequestDb`]).
+    pub query_conns: Arc<QueryConnections>,
     pub media: MediaStore,
     /// Bounds the uploads judged at once (see `EPHEMERA_MAX_CONCURRENT_UPLOADS`).
     pub media_work: Arc<Semaphore>,
@@ -63,6 +66,7 @@ impl AppState {
             ));
         }
         let media = MediaStore::open(&config, secret.as_bytes()).await?;
+        let config_pool = config.db_pool;
         Ok(Self {
             media,
             media_work: Arc::new(Semaphore::new(config.max_concurrent_uploads as usize)),
@@ -78,6 +82,7 @@ impl AppState {
             config: Arc::new(config),
             clock,
             db_stats,
+            query_conns: Arc::new(QueryConnections::new(config_pool)),
         })
     }
 }
@@ -196,6 +201,7 @@ impl App {
         if let Some(scheduler) = self.scheduler {
             scheduler.stop().await;
         }
+        self.state.query_conns.close().await;
         self.state.db.clone().close().await.ok();
         served
     }

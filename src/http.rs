@@ -366,6 +366,9 @@ async fn metrics(State(state): State<HttpState>) -> Response {
          # HELP ephemera_db_query_connections_total Connections GraphQL queries held for all their statements.\n\
          # TYPE ephemera_db_query_connections_total counter\n\
          ephemera_db_query_connections_total {}\n\
+         # HELP ephemera_db_query_connections_opened_total Connections opened for GraphQL queries to hold (kept between requests).\n\
+         # TYPE ephemera_db_query_connections_opened_total counter\n\
+         ephemera_db_query_connections_opened_total {}\n\
          # HELP ephemera_subscribers Connected subscription streams.\n\
          # TYPE ephemera_subscribers gauge\n\
          ephemera_subscribers {}\n\
@@ -384,6 +387,7 @@ async fn metrics(State(state): State<HttpState>) -> Response {
         stats.statements(),
         stats.failures(),
         stats.pinned(),
+        stats.query_connections_opened(),
         state.app.events.subscribers(),
         media.uploads(),
         media.deleted(),

@@ -19,7 +19,7 @@ use crate::error::{AppError, AppResult};
 
 mod request;
 
-pub use request::RequestDb;
+pub use request::{QueryConnections, RequestDb};
 
 /// Counts the SQL statements the server runs (exposed on `/metrics`).
 #[derive(Debug, Default)]
@@ -27,6 +27,7 @@ pub struct DbStats {
     statements: AtomicU64,
     failures: AtomicU64,
     pinned: AtomicU64,
+    opened: AtomicU64,
 }
 
 impl DbStats {
@@ -43,6 +44,12 @@ impl DbStats {
         self.pinned.load(Ordering::Relaxed)
     }
 
+    /// Connections opened for queries to hold (see [`QueryConnections`]):
+    /// one per connection, not per request, unless one failed or grew old.
+    pub fn query_connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
+    }
+
     /// Counts a statement that ran (and whether it failed).
     pub fn record(&self, statement: &Statement, failed: bool) {
         self.statements.fetch_add(1, Ordering::Relaxed);
@@ -57,9 +64,15 @@ impl DbStats {
 /// How much of an SQLite database file is read through a memory map.
 const SQLITE_MMAP_BYTES: u64 = 1 << 30;
 
-/// How long a pooled connection may sit idle before it is pinged when next
-/// handed out.
+/// How long a connection may sit idle before it is pinged when next handed
+/// out.
 const IDLE_BEFORE_PING: Duration = Duration::from_secs(30);
+
+/// How long a request waits for a connection at most.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How old a connection may grow before it is closed and replaced.
+const MAX_LIFETIME: Duration = Duration::from_secs(30 * 60);
 
 /// Opens a pool to `url`, counting statements into `stats`.
 pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<DatabaseConnection> {
@@ -67,7 +80,8 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
     opts.max_connections(pool.max(1))
         .min_connections(1)
         .connect_timeout(Duration::from_secs(10))
-        .acquire_timeout(Duration::from_secs(30))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .max_lifetime(MAX_LIFETIME)
         // sqlx pings every connection it hands out by default: one more
         // round trip (on SQLite, one more hand-off to the connection's
         // thread) for every statement. Only a connection that sat idle long

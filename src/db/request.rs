@@ -1,41 +1,173 @@
 //! One GraphQL request's way to the database.
 //!
-//! sqlx pings every connection as it goes back to its pool (a round trip to
-//! PostgreSQL, a hand-off to the connection's thread on SQLite), and SeaORM
-//! takes a connection from the pool for each statement, so every statement
-//! cost two trips. A read-only request (a GraphQL query) that is allowed to
-//! [`pin`](RequestDb::pin) instead takes one connection at its first statement
-//! and runs all its statements on it, one at a time; the connection goes back
-//! (and is pinged once) when the request ends. Everything else (mutations,
-//! whose transactions take connections of their own, and subscriptions, which
-//! live long) runs statement by statement on the pool as before, so a request
-//! never holds one connection while it waits for another.
+//! SeaORM takes a connection from sqlx's pool for each statement, and sqlx
+//! pings every connection as it goes back to the pool (a round trip to
+//! PostgreSQL, a hand-off to the connection's thread on SQLite), so every
+//! statement cost two trips. A read-only request (a GraphQL query) that is
+//! allowed to [`pin`](RequestDb::pin) instead takes one connection at its
+//! first statement and runs all its statements on it, one at a time.
+//!
+//! Those connections come from [`QueryConnections`]: connections taken out of
+//! the pool once and kept apart for queries, handed back without a ping
+//! (there is nothing to flush after plain reads, and a connection whose
+//! statement failed or was cut off is closed instead). One that sat idle
+//! for a while is pinged before use and an old one is replaced, as the pool
+//! does. Everything else (mutations, whose transactions take connections of
+//! their own, and subscriptions, which live long) runs statement by
+//! statement on the pool as before, so a request never holds one
+//! connection while it waits for another.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
-use sea_orm::sqlx::pool::PoolConnection;
-use sea_orm::sqlx::{self, Postgres, Sqlite};
+use sea_orm::sqlx::postgres::PgConnection;
+use sea_orm::sqlx::sqlite::SqliteConnection;
+use sea_orm::sqlx::{self, Connection};
 use sea_orm::{
     ConnAcquireErr, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult,
     RuntimeErr, Statement,
 };
 use sea_query_sqlx::SqlxValues;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
-use super::DbStats;
+use super::{ACQUIRE_TIMEOUT, DbStats, IDLE_BEFORE_PING, MAX_LIFETIME};
 
-/// A connection held for one request.
+/// `$body` with `$c` bound to the held connection, whichever database it is.
+macro_rules! on_held {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            Held::Sqlite($c) => $body,
+            Held::Postgres($c) => $body,
+        }
+    };
+}
+
+/// A connection of the queries' own.
 enum Held {
-    Sqlite(PoolConnection<Sqlite>),
-    Postgres(PoolConnection<Postgres>),
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
+
+/// An idle query connection.
+struct Idle {
+    conn: Held,
+    opened: Instant,
+    since: Instant,
+}
+
+/// A query connection out with a request, and its place among the
+/// [`QueryConnections`] (given back when the request ends).
+struct Lent {
+    conn: Held,
+    opened: Instant,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// The connections queries hold (see the module docs): at most `size` at
+/// once, opened through the pool (with its settings) as they are first
+/// needed, and kept idle between requests.
+pub struct QueryConnections {
+    permits: Arc<Semaphore>,
+    idle: std::sync::Mutex<Vec<Idle>>,
+}
+
+impl std::fmt::Debug for QueryConnections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryConnections")
+            .field("available", &self.permits.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryConnections {
+    pub fn new(size: u32) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(size.max(1) as usize)),
+            idle: std::sync::Mutex::default(),
+        }
+    }
+
+    /// A connection for one request: an idle one (pinged first if it has
+    /// been idle long, closed if it is old) or a new one from `db`'s pool.
+    async fn lend(&self, db: &DatabaseConnection, stats: &DbStats) -> Result<Lent, DbErr> {
+        let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.permits.clone().acquire_owned())
+            .await
+            .map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::Timeout))?
+            .map_err(|_| DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed))?;
+        loop {
+            let idle = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+            let Some(mut idle) = idle else {
+                break;
+            };
+            if idle.opened.elapsed() >= MAX_LIFETIME {
+                continue;
+            }
+            if idle.since.elapsed() >= IDLE_BEFORE_PING
+                && on_held!(&mut idle.conn, c => c.ping().await).is_err()
+            {
+                continue;
+            }
+            return Ok(Lent {
+                conn: idle.conn,
+                opened: idle.opened,
+                _permit: permit,
+            });
+        }
+        let conn = match db.get_database_backend() {
+            DbBackend::Postgres => db
+                .get_postgres_connection_pool()
+                .acquire()
+                .await
+                .map(|c| Held::Postgres(c.detach())),
+            _ => db
+                .get_sqlite_connection_pool()
+                .acquire()
+                .await
+                .map(|c| Held::Sqlite(c.detach())),
+        };
+        let conn = conn.map_err(|e| match e {
+            sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
+            sqlx::Error::PoolClosed => DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed),
+            e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
+        })?;
+        stats.opened.fetch_add(1, Ordering::Relaxed);
+        Ok(Lent {
+            conn,
+            opened: Instant::now(),
+            _permit: permit,
+        })
+    }
+
+    /// Takes `lent` back as idle.
+    fn give_back(&self, lent: Lent) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.push(Idle {
+                conn: lent.conn,
+                opened: lent.opened,
+                since: Instant::now(),
+            });
+        }
+    }
+
+    /// Closes the idle connections (at shutdown).
+    pub async fn close(&self) {
+        let idle = self
+            .idle
+            .lock()
+            .map(|mut idle| std::mem::take(&mut *idle))
+            .unwrap_or_default();
+        for i in idle {
+            let _ = on_held!(i.conn, c => c.close().await);
+        }
+    }
 }
 
 /// The held connection, and whether a statement on it was cut off (its
 /// future dropped) before it finished, in which case it is not used again.
 #[derive(Default)]
 struct Slot {
-    conn: Option<Held>,
+    conn: Option<Lent>,
     busy: bool,
 }
 
@@ -43,6 +175,7 @@ struct Slot {
 pub struct RequestDb {
     db: DatabaseConnection,
     stats: Arc<DbStats>,
+    conns: Arc<QueryConnections>,
     /// Whether this request may hold a connection (set once its operation
     /// is known to be a query; never for the subscriptions' shared loaders).
     pinned: AtomicBool,
@@ -50,10 +183,11 @@ pub struct RequestDb {
 }
 
 impl RequestDb {
-    pub fn new(db: DatabaseConnection, stats: Arc<DbStats>) -> Self {
+    pub fn new(db: DatabaseConnection, stats: Arc<DbStats>, conns: Arc<QueryConnections>) -> Self {
         Self {
             db,
             stats,
+            conns,
             pinned: AtomicBool::new(false),
             slot: Mutex::new(Slot::default()),
         }
@@ -77,11 +211,11 @@ impl RequestDb {
             slot.conn = None;
         }
         if slot.conn.is_none() {
-            slot.conn = Some(self.acquire().await?);
+            slot.conn = Some(self.conns.lend(&self.db, &self.stats).await?);
             self.stats.pinned.fetch_add(1, Ordering::Relaxed);
         }
         let slot = &mut *slot;
-        let Some(conn) = slot.conn.as_mut() else {
+        let Some(Lent { conn, .. }) = slot.conn.as_mut() else {
             return Err(DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed));
         };
         slot.busy = true;
@@ -89,33 +223,20 @@ impl RequestDb {
         slot.busy = false;
         self.stats.record(stmt, result.is_err());
         if result.is_err() {
-            // A failed statement may have left the connection in any state;
-            // the pool's release check decides whether it is reused.
+            // A failed statement may have left the connection in any state:
+            // it is closed, not reused.
             slot.conn = None;
         }
         result.map_err(|e| DbErr::Query(RuntimeErr::SqlxError(Arc::new(e))))
     }
+}
 
-    async fn acquire(&self) -> Result<Held, DbErr> {
-        let held = match self.db.get_database_backend() {
-            DbBackend::Postgres => self
-                .db
-                .get_postgres_connection_pool()
-                .acquire()
-                .await
-                .map(Held::Postgres),
-            _ => self
-                .db
-                .get_sqlite_connection_pool()
-                .acquire()
-                .await
-                .map(Held::Sqlite),
-        };
-        held.map_err(|e| match e {
-            sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
-            sqlx::Error::PoolClosed => DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed),
-            e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
-        })
+impl Drop for RequestDb {
+    fn drop(&mut self) {
+        let slot = std::mem::take(self.slot.get_mut());
+        if let (Some(lent), false) = (slot.conn, slot.busy) {
+            self.conns.give_back(lent);
+        }
     }
 }
 
@@ -130,21 +251,11 @@ fn bind(stmt: &Statement) -> (sqlx::AssertSqlSafe<&str>, SqlxValues) {
     )
 }
 
-/// `$body` with `$c` bound to the held connection, whichever database it is.
-macro_rules! on_held {
-    ($conn:expr, $c:ident => $body:expr) => {
-        match $conn {
-            Held::Sqlite($c) => $body,
-            Held::Postgres($c) => $body,
-        }
-    };
-}
-
 fn all<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Vec<QueryResult>> {
     let (sql, values) = bind(stmt);
     Box::pin(async move {
         Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .fetch_all(&mut **c)
+            .fetch_all(&mut *c)
             .await?
             .into_iter()
             .map(QueryResult::from)
@@ -156,7 +267,7 @@ fn one<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Option<QueryRe
     let (sql, values) = bind(stmt);
     Box::pin(async move {
         Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .fetch_optional(&mut **c)
+            .fetch_optional(&mut *c)
             .await?
             .map(QueryResult::from)))
     })
@@ -166,7 +277,7 @@ fn exec<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, ExecResult> {
     let (sql, values) = bind(stmt);
     Box::pin(async move {
         Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .execute(&mut **c)
+            .execute(&mut *c)
             .await?
             .into()))
     })

@@ -75,7 +75,11 @@ impl Loaders {
     }
 
     fn new(state: &AppState, cache: bool) -> Self {
-        let db = Arc::new(RequestDb::new(state.db.clone(), state.db_stats.clone()));
+        let db = Arc::new(RequestDb::new(
+            state.db.clone(),
+            state.db_stats.clone(),
+            state.query_conns.clone(),
+        ));
         let b = || Base {
             db: db.clone(),
             clock: state.clock.clone(),

@@ -492,9 +492,10 @@ pub(crate) async fn assert_constant(
     );
 }
 
-/// A query runs all its statements on one pooled connection, given back when
-/// it ends; a mutation holds none; many of both at once on a pool of 5 all
-/// answer (neither waits on a connection the other holds).
+/// A query runs all its statements on one connection, given back when it
+/// ends and used again by the next query (not opened anew); a mutation holds
+/// none; many of both at once on a pool of 5 all answer (neither waits on a
+/// connection the other holds), and queries never open more than 5.
 async fn a_query_holds_one_connection(app: &TestApp) {
     let viewer = app.sign_up("holder").await;
     let mut statuses = Vec::new();
@@ -516,6 +517,18 @@ async fn a_query_holds_one_connection(app: &TestApp) {
         held().await - before,
         1,
         "one connection for {statements} statements"
+    );
+    let opened = || app.metric("ephemera_db_query_connections_opened_total");
+    let first = opened().await;
+    assert!(first >= 1, "{first} query connections opened");
+    for _ in 0..3 {
+        app.ok(viewer.token(), tray, json!({})).await;
+    }
+    assert_eq!(held().await - before, 4);
+    assert_eq!(
+        opened().await,
+        first,
+        "the next queries reuse the connection"
     );
 
     let mark = "mutation($id: ID!) { markStatusSeen(id: $id) { id viewerHasSeen } }";
@@ -543,4 +556,6 @@ async fn a_query_holds_one_connection(app: &TestApp) {
         .unwrap_or_default();
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n["hasUnseen"] == false), "{after}");
+    let opened = opened().await;
+    assert!(opened <= 5, "{opened} query connections for a pool of 5");
 }
