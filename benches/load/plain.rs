@@ -1,7 +1,8 @@
 //! The plain-SQL baseline: the statements the server ran for each benchmark
 //! request, captured from its `ephemera::sql` trace log (values written in),
-//! then replayed straight against the database with the same concurrency
-//! and pool size as the server, and on PostgreSQL also through `pgbench`.
+//! then replayed straight against the database at the same concurrency,
+//! each worker on a connection of its own through the server's own
+//! database layer, and on PostgreSQL also through `pgbench`.
 //! The server's throughput divided by this is the share HTTP, GraphQL and
 //! the server's own code leave of what the database alone could do.
 
@@ -9,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ephemera::db::DbStats;
+use ephemera::db::{DbStats, QueryConnections, RequestDb};
 use sea_orm::{ConnectionTrait, Statement};
 use tokio::time::Instant;
 
@@ -18,7 +19,7 @@ use crate::cpu;
 use crate::load;
 use crate::seed::{Bench, Db};
 
-/// The server's default pool size (`EPHEMERA_DB_POOL`), used for the replay too.
+/// The server's default pool size (`EPHEMERA_DB_POOL`), used for the replay's pool too.
 const POOL: u32 = 10;
 
 /// Per query: per request variant, the statements it ran, in order.
@@ -83,17 +84,32 @@ pub async fn capture(bench: &Bench, _opts: &Opts) -> Captured {
 }
 
 /// Replays `sets` (rotating through them) for the run's duration.
+///
+/// Each worker runs its statements as the server runs a query's: through
+/// [`RequestDb`] pinned to one connection, which it keeps for the whole run
+/// (as each pgbench client keeps its connection).
 pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlResult {
-    let conn = ephemera::db::connect(&bench.url, POOL, Arc::new(DbStats::default()))
+    let stats = Arc::new(DbStats::default());
+    let conn = ephemera::db::connect(&bench.url, POOL, stats.clone())
         .await
         .expect("replay connection");
     let backend = conn.get_database_backend();
+    let held = Arc::new(QueryConnections::new(
+        u32::try_from(opts.concurrency).unwrap_or(u32::MAX),
+    ));
+    let workers: Vec<Arc<RequestDb>> = (0..opts.concurrency)
+        .map(|_| {
+            let db = RequestDb::new(conn.clone(), stats.clone(), held.clone());
+            db.pin();
+            Arc::new(db)
+        })
+        .collect();
     let run = opts.duration();
     let go = |run: Duration| {
         let deadline = Instant::now() + run;
         let tasks: Vec<_> = (0..opts.concurrency)
             .map(|worker| {
-                let conn = conn.clone();
+                let conn = workers[worker].clone();
                 let sets: Vec<Vec<String>> = sets.to_vec();
                 let step = opts.concurrency;
                 tokio::spawn(async move {
@@ -134,6 +150,8 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
     let meter = cpu::Meter::start(vec![std::process::id()], bench.db == Db::Postgres);
     let (ok, errors) = go(run).await;
     let (cpu_us, _) = meter.micros_per(ok);
+    drop(workers);
+    held.close().await;
     let _ = conn.close().await;
     #[allow(clippy::cast_precision_loss)]
     let throughput = ok as f64 / run.as_secs_f64();
