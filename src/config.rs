@@ -277,7 +277,8 @@ pub struct Config {
           value_parser = clap::value_parser!(u16).range(0..=1023))]
     pub node_id: u16,
 
-    /// Database connection pool size.
+    /// Database connections in the pool (mutations, subscriptions, jobs);
+    /// GraphQL queries hold at most as many again, kept apart.
     #[arg(long, env = "EPHEMERA_DB_POOL", default_value_t = 10)]
     pub db_pool: u32,
 
