@@ -60,6 +60,11 @@ impl AppState {
         )
         .await?;
         migrate(&db).await?;
+        if config.http_header_timeout.is_zero() {
+            return Err(AppError::bad_input(
+                "EPHEMERA_HTTP_HEADER_TIMEOUT must be longer than zero",
+            ));
+        }
         if config.media_unattached_ttl <= config.upload_ticket_ttl {
             return Err(AppError::bad_input(
                 "EPHEMERA_MEDIA_UNATTACHED_TTL must be longer than EPHEMERA_UPLOAD_TICKET_TTL",
@@ -194,15 +199,13 @@ impl App {
                 }
             }
         };
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(signal)
-            .await
-            .map_err(|e| AppError::internal("serving", e));
+        let timeout = self.state.config.http_header_timeout;
+        http::serve(self.listener, self.router, timeout, signal).await;
         if let Some(scheduler) = self.scheduler {
             scheduler.stop().await;
         }
         self.state.query_conns.close().await;
         self.state.db.clone().close().await.ok();
-        served
+        Ok(())
     }
 }

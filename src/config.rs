@@ -268,6 +268,14 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_WS_INIT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub ws_init_timeout: Duration,
 
+    /// How long a client may take to send a request's head (the first on a
+    /// connection, or the next on a kept-alive one) before the connection is
+    /// closed; so also how long an idle kept-alive connection stays open.
+    /// Keep it longer than the idle timeout of whatever sits in front (a load
+    /// balancer's, often 60 s), or that may reuse a connection just closed.
+    #[arg(long, env = "EPHEMERA_HTTP_HEADER_TIMEOUT", default_value = "75s", value_parser = parse_duration)]
+    pub http_header_timeout: Duration,
+
     /// Events buffered per subscriber before a slow one starts skipping.
     #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]
     pub event_buffer: usize,

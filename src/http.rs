@@ -13,6 +13,9 @@
 
 mod media;
 mod multipart;
+mod serve;
+
+pub use serve::serve;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::{BatchRequest, BatchResponse, Data, Executor};

@@ -1,4 +1,5 @@
-//! The HTTP surface around GraphQL: GraphiQL served offline, health, CORS.
+//! The HTTP surface around GraphQL: GraphiQL served offline, health, CORS,
+//! deadlines for request heads.
 
 use crate::support::{Backend, TestApp};
 
@@ -85,4 +86,93 @@ async fn cors_only_for_configured_origins() {
     let other = preflight(&open, "https://evil.example").await.unwrap();
     assert!(other.headers().get("access-control-allow-origin").is_none());
     open.finish().await;
+}
+
+/// A client that starts a request head and never finishes it, or opens a
+/// connection and sends nothing, or keeps a connection idle after its
+/// request, is cut off after `EPHEMERA_HTTP_HEADER_TIMEOUT`, and the server
+/// answers others meanwhile. (A liveness check with a generous bound, not a
+/// timing: the setting is 300 ms, the test waits up to 10 s.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_or_idle_connections_are_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        c.http_header_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+
+    let mut half = TcpStream::connect(&addr).await.unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let mut silent = TcpStream::connect(&addr).await.unwrap();
+    let mut idle = TcpStream::connect(&addr).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = idle.read(&mut buf).await.unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+
+    // A new client each time: the test's pooled connections are cut off too.
+    let health = reqwest::Client::new()
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200, "others are served meanwhile");
+
+    for (what, stream) in [
+        ("half a request head", &mut half),
+        ("a silent connection", &mut silent),
+        ("an idle kept-alive connection", &mut idle),
+    ] {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            stream.read_to_end(&mut rest),
+        )
+        .await;
+        assert!(closed.is_ok(), "{what} is still open after 10 s");
+        assert!(
+            !String::from_utf8_lossy(&rest).contains("200 OK"),
+            "{what} was not answered"
+        );
+    }
+
+    let health = reqwest::Client::new()
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    app.finish().await;
+}
+
+/// A zero header timeout (every connection cut off at once) stops the server
+/// from starting, with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zero_header_timeout_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ephemera::config::Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        data_dir: dir.path().to_path_buf(),
+        database_url: None,
+        http_header_timeout: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let err = ephemera::app::App::build(config, ephemera::clock::Clock::system())
+        .await
+        .err()
+        .expect("refused");
+    assert!(
+        err.message().contains("EPHEMERA_HTTP_HEADER_TIMEOUT"),
+        "{err:?}"
+    );
 }
