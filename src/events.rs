@@ -4,19 +4,49 @@
 //! memory stays bounded. Everything goes through [`EventBus`], so a
 //! cross-instance transport can replace the channel without touching callers.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::{Stream, StreamExt};
-use tokio::sync::broadcast;
+use tokio::sync::{OnceCell, broadcast};
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 
 use crate::entity::status;
+use crate::error::AppResult;
 
 /// Something subscribers hear about.
 #[derive(Clone, Debug)]
 pub enum Event {
-    StatusCreated(Arc<status::Model>),
+    StatusCreated(Arc<StatusCreated>),
+}
+
+/// A status just posted, and its author's friends, looked up once for all
+/// the subscribers that ask (`statusCreated(scope: FRIENDS)`): one query per
+/// status, however many subscribers there are.
+#[derive(Debug)]
+pub struct StatusCreated {
+    pub status: Arc<status::Model>,
+    author_friends: OnceCell<HashSet<i64>>,
+}
+
+impl StatusCreated {
+    pub fn new(status: status::Model) -> Self {
+        Self {
+            status: Arc::new(status),
+            author_friends: OnceCell::new(),
+        }
+    }
+
+    /// The author's accepted friends: loaded by `load` for the first
+    /// subscriber that asks (the others wait for it), kept for the rest. A
+    /// failed load is not kept; the next subscriber tries again.
+    pub async fn author_friends<F>(&self, load: impl FnOnce() -> F) -> AppResult<&HashSet<i64>>
+    where
+        F: Future<Output = AppResult<HashSet<i64>>>,
+    {
+        self.author_friends.get_or_try_init(load).await
+    }
 }
 
 /// Publishes events to every subscriber.
@@ -64,7 +94,7 @@ mod tests {
     use crate::entity::status;
 
     fn event(id: i64) -> Event {
-        Event::StatusCreated(Arc::new(status::Model {
+        Event::StatusCreated(Arc::new(StatusCreated::new(status::Model {
             id,
             author_id: 1,
             media_id: None,
@@ -72,7 +102,7 @@ mod tests {
             bg_color: None,
             created_at: 0,
             expires_at: 1,
-        }))
+        })))
     }
 
     #[tokio::test]
@@ -86,13 +116,13 @@ mod tests {
             let Some(Event::StatusCreated(s)) = live.next().await else {
                 panic!("live subscriber missed an event");
             };
-            assert_eq!(s.id, i);
+            assert_eq!(s.status.id, i);
         }
         // The stalled one kept only the newest few; it skips the rest.
         let ids: Vec<i64> = {
             drop(bus);
             stalled
-                .map(|Event::StatusCreated(s)| s.id)
+                .map(|Event::StatusCreated(s)| s.status.id)
                 .collect::<Vec<_>>()
                 .await
         };

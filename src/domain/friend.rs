@@ -3,7 +3,7 @@
 //! people asking each other at once meet on the same primary key and end as
 //! friends.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sea_orm::{ConnectionTrait, FromQueryResult};
 
@@ -181,6 +181,24 @@ pub async fn state<C: ConnectionTrait>(
 /// Whether `a` and `b` are accepted friends.
 pub async fn are_friends<C: ConnectionTrait>(db: &C, a: i64, b: i64) -> AppResult<bool> {
     Ok(a != b && state(db, a, b).await? == FriendshipState::Friends)
+}
+
+/// The ids of `user`'s accepted friends.
+pub async fn friend_ids<C: ConnectionTrait>(db: &C, user: i64) -> AppResult<HashSet<i64>> {
+    let rows: Vec<IdRow> = db::fetch_all(
+        db,
+        "SELECT high_id AS id FROM friendships WHERE low_id = $1 AND accepted_at IS NOT NULL \
+         UNION ALL \
+         SELECT low_id AS id FROM friendships WHERE high_id = $1 AND accepted_at IS NOT NULL",
+        vec![user.into()],
+    )
+    .await?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+#[derive(Debug, FromQueryResult)]
+struct IdRow {
+    id: i64,
 }
 
 /// A page of `user`'s accepted friends, most recent friendship first.

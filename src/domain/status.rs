@@ -36,7 +36,7 @@ use crate::clock::Millis;
 use crate::db::{self, for_update, placeholders};
 use crate::entity::status;
 use crate::error::{AppError, AppResult};
-use crate::events::Event;
+use crate::events::{Event, StatusCreated};
 
 const MAX_CAPTION: usize = 500;
 
@@ -119,8 +119,9 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
     )
     .await?;
     txn.commit().await?;
-    app.events
-        .publish(Event::StatusCreated(std::sync::Arc::new(row.clone())));
+    app.events.publish(Event::StatusCreated(std::sync::Arc::new(
+        StatusCreated::new(row.clone()),
+    )));
     Ok(row)
 }
 

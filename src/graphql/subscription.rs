@@ -31,17 +31,19 @@ impl SubscriptionRoot {
         Ok(events.filter_map(move |event| {
             let app = app.clone();
             async move {
-                let Event::StatusCreated(status) = event;
+                let Event::StatusCreated(created) = event;
+                let author = created.status.author_id;
                 let admitted = match (scope, viewer) {
                     (DomainScope::Friends, Some(v)) => {
-                        status.author_id == v
-                            || friend::are_friends(&app.db, v, status.author_id)
+                        author == v
+                            || created
+                                .author_friends(|| friend::friend_ids(&app.db, author))
                                 .await
-                                .unwrap_or(false)
+                                .is_ok_and(|friends| friends.contains(&v))
                     }
                     _ => true,
                 };
-                admitted.then_some(Status(status))
+                admitted.then(|| Status(created.status.clone()))
             }
         }))
     }

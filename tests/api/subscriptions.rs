@@ -10,6 +10,7 @@ both_backends!(
     delivered_over_graphql_transport_ws,
     delivered_over_legacy_graphql_ws,
     friends_scope_filters,
+    friends_scope_checks_once_per_status,
     bad_tokens_and_oversized_messages_are_refused,
 );
 
@@ -126,6 +127,57 @@ async fn friends_scope_filters(app: &TestApp) {
             "{msg}"
         );
     }
+}
+
+/// However many FRIENDS subscribers a status has, its author's friends are
+/// looked up once: a post with four such subscribers runs one statement
+/// more than the same post with none.
+async fn friends_scope_checks_once_per_status(app: &TestApp) {
+    const FRIENDS_ONLY: &str = "subscription { statusCreated(scope: FRIENDS) { id caption } }";
+    let author = app.sign_up("famous").await;
+    let stranger = app.sign_up("outsider").await;
+    app.post_status(&author, "warm-up").await;
+    let statements = || app.metric("ephemera_db_statements_total");
+    let before = statements().await;
+    app.post_status(&author, "nobody listens").await;
+    let alone = statements().await - before;
+
+    let mut clients = Vec::new();
+    for i in 0..4 {
+        let fan = app.sign_up(&format!("fan{i}")).await;
+        app.befriend(&author, &fan).await;
+        clients.push(fan);
+    }
+    let mut sockets = Vec::new();
+    for user in clients.iter().chain([&stranger]) {
+        let (mut ws, _) = WsClient::connect(
+            &app.ws_url,
+            Protocol::TransportWs,
+            json!({ "authorization": format!("Bearer {}", user.token) }),
+        )
+        .await;
+        ws.subscribe("f", FRIENDS_ONLY, json!({})).await;
+        sockets.push(ws);
+    }
+    app.wait_for_metric("ephemera_subscribers", 5).await;
+    let before = statements().await;
+    let id = app.post_status(&author, "for my friends").await;
+    for ws in &mut sockets[..4] {
+        assert_eq!(ws.next_payload().await["data"]["statusCreated"]["id"], id);
+    }
+    let heard = statements().await - before;
+    assert_eq!(
+        heard,
+        alone + 1,
+        "four FRIENDS subscribers: {heard} statements, {alone} with none"
+    );
+    // The stranger was not told: the next thing it hears is its own post.
+    let own = app.post_status(&stranger, "mine").await;
+    let stranger_ws = &mut sockets[4];
+    assert_eq!(
+        stranger_ws.next_payload().await["data"]["statusCreated"]["id"],
+        own
+    );
 }
 
 async fn bad_tokens_and_oversized_messages_are_refused(app: &TestApp) {
