@@ -24,7 +24,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, FromQueryResult, TransactionTrait};
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult, QueryResult,
+    TransactionTrait,
+};
 
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
 use super::page::{Key, Page, PageQuery};
@@ -239,24 +242,61 @@ pub async fn find_live_by_ids<C: ConnectionTrait>(
     Ok(rows.into_iter().map(|s| (s.id, s)).collect())
 }
 
-/// A page of one author's live statuses, newest first.
+/// A page of one author's live statuses, newest first; with `seen_by`, also
+/// the ids of those that viewer has seen, read in the same statement.
 pub async fn page_by_author<C: ConnectionTrait>(
     db: &C,
     author: i64,
     now: Millis,
     q: &PageQuery,
-) -> AppResult<Page<status::Model>> {
+    seen_by: Option<i64>,
+) -> AppResult<(Page<status::Model>, HashSet<i64>)> {
+    let seen = if seen_by.is_some() {
+        "EXISTS (SELECT 1 FROM status_views v WHERE v.viewer_id = $3 AND v.status_id = s.id)"
+    } else {
+        "FALSE"
+    };
     let mut sql = format!(
-        "SELECT s.* FROM statuses s WHERE s.author_id = $1 AND {}",
+        "SELECT s.*, {seen} AS seen FROM statuses s WHERE s.author_id = $1 AND {}",
         live_status_sql("s", 2)
     );
     let mut values = vec![author.into(), now.into()];
+    if let Some(viewer) = seen_by {
+        values.push(viewer.into());
+    }
     q.push_sql(&mut sql, &mut values, "s.created_at", "s.id");
-    let rows: Vec<status::Model> = db::fetch_all(db, &sql, values).await?;
-    Ok(q.page(rows, |s| Key {
-        ts: s.created_at,
-        id: s.id,
-    }))
+    let rows: Vec<SeenRow> = db::fetch_all(db, &sql, values).await?;
+    let page = q.page(rows, |r| Key {
+        ts: r.status.created_at,
+        id: r.status.id,
+    });
+    let seen = page
+        .items
+        .iter()
+        .filter(|(_, r)| r.seen)
+        .map(|(_, r)| r.status.id)
+        .collect();
+    let page = Page {
+        items: page.items.into_iter().map(|(k, r)| (k, r.status)).collect(),
+        has_next: page.has_next,
+        has_previous: page.has_previous,
+    };
+    Ok((page, seen))
+}
+
+/// A status row, and whether the viewer has seen it.
+struct SeenRow {
+    status: status::Model,
+    seen: bool,
+}
+
+impl FromQueryResult for SeenRow {
+    fn from_query_result(res: &QueryResult, pre: &str) -> Result<Self, DbErr> {
+        Ok(Self {
+            status: status::Model::from_query_result(res, pre)?,
+            seen: res.try_get(pre, "seen")?,
+        })
+    }
 }
 
 /// One entry of the story tray.

@@ -207,10 +207,19 @@ async fn prime_users_below(
     Ok(())
 }
 
-/// Primes what a page of statuses will ask for.
+/// The viewer, when signed in and the page being resolved asks whether
+/// they have seen its statuses (which the page's statement can then read).
+pub fn wants_seen(ctx: &Context<'_>) -> Option<i64> {
+    viewer(ctx).id().filter(|_| wants(ctx, &["viewerHasSeen"]))
+}
+
+/// Primes what a page of statuses will ask for; `seen`, when the page's
+/// statement already read it (see [`wants_seen`]), is which the viewer has
+/// seen.
 pub async fn prime_statuses(
     ctx: &Context<'_>,
     statuses: &[&entity::status::Model],
+    seen: Option<&HashSet<i64>>,
 ) -> AppResult<()> {
     let l = loaders(ctx)?;
     let viewer = viewer(ctx).id();
@@ -224,7 +233,13 @@ pub async fn prime_statuses(
             .await?;
     }
     if let Some(v) = viewer {
-        if wants(ctx, &["viewerHasSeen"]) {
+        if let Some(seen) = seen {
+            if l.cache {
+                l.seen
+                    .feed_many(statuses.iter().map(|s| ((v, s.id), seen.contains(&s.id))))
+                    .await;
+            }
+        } else if wants(ctx, &["viewerHasSeen"]) {
             l.prime(&l.seen, statuses.iter().map(|s| (v, s.id))).await?;
         }
         if wants(ctx, &["viewCount"]) {

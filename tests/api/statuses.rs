@@ -416,6 +416,40 @@ async fn seen_state_and_viewers(app: &TestApp) {
     assert_eq!(anon["status"]["viewerHasSeen"], false);
     assert!(anon["status"]["viewCount"].is_null());
 
+    // The author's page says the same per status, for each viewer (read in
+    // the page's own statement).
+    let page = "query($u: ID!) { statuses(userId: $u) { nodes { id viewerHasSeen } } }";
+    let seen_on_page = |token: Option<String>| {
+        let author = author.id.clone();
+        async move {
+            let data = app.ok(token.as_deref(), page, json!({ "u": author })).await;
+            data["statuses"]["nodes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| {
+                    (
+                        n["id"].as_str().unwrap().to_owned(),
+                        n["viewerHasSeen"].clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let (s1, s2) = (s1.clone(), s2.clone());
+    assert_eq!(
+        seen_on_page(v1.token().map(str::to_owned)).await,
+        vec![(s2.clone(), json!(true)), (s1.clone(), json!(true))]
+    );
+    assert_eq!(
+        seen_on_page(v2.token().map(str::to_owned)).await,
+        vec![(s2.clone(), json!(false)), (s1.clone(), json!(true))]
+    );
+    assert_eq!(
+        seen_on_page(None).await,
+        vec![(s2.clone(), json!(false)), (s1.clone(), json!(false))]
+    );
+
     assert_eq!(
         app.err(None, mark, json!({ "id": s1 })).await,
         "UNAUTHENTICATED"

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, PageArgs};
 use crate::domain::status;
-use crate::graphql::loaders::{prime_statuses, prime_tray};
+use crate::graphql::loaders::{prime_statuses, prime_tray, wants_seen};
 use crate::graphql::types::{
     Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
 };
@@ -21,9 +21,11 @@ pub(crate) async fn statuses_of(
     let q = app
         .cursors
         .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
-    let page = status::page_by_author(db(ctx)?, author, app.clock.now(), &q).await?;
+    let seen_by = wants_seen(ctx);
+    let (page, seen) =
+        status::page_by_author(db(ctx)?, author, app.clock.now(), &q, seen_by).await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
-    prime_statuses(ctx, &rows).await?;
+    prime_statuses(ctx, &rows, seen_by.map(|_| &seen)).await?;
     Ok(connection(
         &app.cursors,
         CursorKind::Status,
