@@ -306,21 +306,33 @@ pub struct TrayRow {
     pub latest_created_at: i64,
 }
 
-/// A page of the story tray: authors with a live status, freshest first.
+/// A page of the story tray: authors with a live status, freshest first;
+/// with `with_authors`, also their profiles, read in the same statement.
 pub async fn tray_page<C: ConnectionTrait>(
     db: &C,
     viewer: Option<i64>,
     scope: Scope,
     now: Millis,
     q: &PageQuery,
-) -> AppResult<Page<TrayRow>> {
+    with_authors: bool,
+) -> AppResult<(Page<TrayRow>, Vec<Profile>)> {
     let (scope, viewer) = match (scope, viewer) {
         (Scope::Friends, None) => return Err(AppError::sign_in_required()),
         (scope, viewer) => (scope, viewer.unwrap_or(0)),
     };
+    // `CROSS JOIN` keeps SQLite walking the tray in page order and looking
+    // each author up, instead of starting from the users.
+    let (authors, join) = if with_authors {
+        (
+            format!(", {PROFILE_COLUMNS}"),
+            " CROSS JOIN users u WHERE u.id = t.author_id AND",
+        )
+    } else {
+        (String::new(), " WHERE")
+    };
     let mut sql = format!(
-        "SELECT t.author_id, t.latest_created_at FROM status_tray t \
-         WHERE t.max_expires_at > $1 AND {}",
+        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} \
+         t.max_expires_at > $1 AND {}",
         scope_sql(scope, "t.author_id", 2)
     );
     let mut values = vec![now.into()];
@@ -328,11 +340,46 @@ pub async fn tray_page<C: ConnectionTrait>(
         values.push(viewer.into());
     }
     q.push_sql(&mut sql, &mut values, "t.latest_created_at", "t.author_id");
-    let rows: Vec<TrayRow> = db::fetch_all(db, &sql, values).await?;
-    Ok(q.page(rows, |t| Key {
+    let key = |t: &TrayRow| Key {
         ts: t.latest_created_at,
         id: t.author_id,
-    }))
+    };
+    if !with_authors {
+        let rows: Vec<TrayRow> = db::fetch_all(db, &sql, values).await?;
+        return Ok((q.page(rows, key), Vec::new()));
+    }
+    let rows: Vec<TrayAuthorRow> = db::fetch_all(db, &sql, values).await?;
+    let page = q.page(rows, |r| key(&r.entry));
+    let mut profiles = Vec::with_capacity(page.items.len());
+    let items = page
+        .items
+        .into_iter()
+        .map(|(k, r)| {
+            profiles.push(r.author);
+            (k, r.entry)
+        })
+        .collect();
+    let page = Page {
+        items,
+        has_next: page.has_next,
+        has_previous: page.has_previous,
+    };
+    Ok((page, profiles))
+}
+
+/// A tray entry and its author's profile, from one row.
+struct TrayAuthorRow {
+    entry: TrayRow,
+    author: Profile,
+}
+
+impl FromQueryResult for TrayAuthorRow {
+    fn from_query_result(res: &QueryResult, pre: &str) -> Result<Self, DbErr> {
+        Ok(Self {
+            entry: TrayRow::from_query_result(res, pre)?,
+            author: Profile::from_query_result(res, pre)?,
+        })
+    }
 }
 
 /// Live-status counts of a tray entry for one viewer.

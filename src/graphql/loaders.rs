@@ -250,11 +250,29 @@ pub async fn prime_statuses(
     Ok(())
 }
 
-/// Primes what a page of the story tray will ask for.
-pub async fn prime_tray(ctx: &Context<'_>, authors: &[i64]) -> AppResult<()> {
+/// Whether the items of the connection being resolved are asked for their
+/// `author` (which the page's statement can then read).
+pub fn wants_authors(ctx: &Context<'_>) -> bool {
+    wants(ctx, &["author"])
+}
+
+/// Primes what a page of the story tray will ask for; `profiles`, when the
+/// page's statement already read the authors (see [`wants_authors`]).
+pub async fn prime_tray(
+    ctx: &Context<'_>,
+    authors: &[i64],
+    profiles: Option<Vec<Profile>>,
+) -> AppResult<()> {
     let l = loaders(ctx)?;
     if wants(ctx, &["author"]) {
-        l.prime(&l.users, authors.iter().copied()).await?;
+        match profiles {
+            Some(profiles) if l.cache => {
+                l.users
+                    .feed_many(profiles.into_iter().map(|p| (p.id, p)))
+                    .await;
+            }
+            _ => l.prime(&l.users, authors.iter().copied()).await?,
+        }
         prime_users(ctx, authors, &["author"]).await?;
     }
     if wants(ctx, &["storyCount"]) || wants(ctx, &["hasUnseen"]) {

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, PageArgs};
 use crate::domain::status;
-use crate::graphql::loaders::{prime_statuses, prime_tray, wants_seen};
+use crate::graphql::loaders::{prime_statuses, prime_tray, wants_authors, wants_seen};
 use crate::graphql::types::{
     Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
 };
@@ -50,16 +50,18 @@ impl StatusQuery {
     ) -> Result<Connection<String, StoryTrayEntry>> {
         let app = app(ctx)?;
         let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
-        let page = status::tray_page(
+        let with_authors = wants_authors(ctx);
+        let (page, profiles) = status::tray_page(
             db(ctx)?,
             viewer(ctx).id(),
             scope.into(),
             app.clock.now(),
             &q,
+            with_authors,
         )
         .await?;
         let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();
-        prime_tray(ctx, &authors).await?;
+        prime_tray(ctx, &authors, with_authors.then_some(profiles)).await?;
         Ok(connection(
             &app.cursors,
             CursorKind::Tray,
