@@ -65,6 +65,15 @@ impl<T> Page<T> {
             has_previous: false,
         }
     }
+
+    /// The same page with each item mapped by `f`.
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            items: self.items.into_iter().map(|(k, t)| (k, f(t))).collect(),
+            has_next: self.has_next,
+            has_previous: self.has_previous,
+        }
+    }
 }
 
 const MAC_LEN: usize = 8;

@@ -276,12 +276,7 @@ pub async fn page_by_author<C: ConnectionTrait>(
         .filter(|(_, r)| r.seen)
         .map(|(_, r)| r.status.id)
         .collect();
-    let page = Page {
-        items: page.items.into_iter().map(|(k, r)| (k, r.status)).collect(),
-        has_next: page.has_next,
-        has_previous: page.has_previous,
-    };
-    Ok((page, seen))
+    Ok((page.map(|r| r.status), seen))
 }
 
 /// A status row, and whether the viewer has seen it.
@@ -351,19 +346,10 @@ pub async fn tray_page<C: ConnectionTrait>(
     let rows: Vec<TrayAuthorRow> = db::fetch_all(db, &sql, values).await?;
     let page = q.page(rows, |r| key(&r.entry));
     let mut profiles = Vec::with_capacity(page.items.len());
-    let items = page
-        .items
-        .into_iter()
-        .map(|(k, r)| {
-            profiles.push(r.author);
-            (k, r.entry)
-        })
-        .collect();
-    let page = Page {
-        items,
-        has_next: page.has_next,
-        has_previous: page.has_previous,
-    };
+    let page = page.map(|r| {
+        profiles.push(r.author);
+        r.entry
+    });
     Ok((page, profiles))
 }
 
