@@ -71,7 +71,6 @@ impl AppState {
             ));
         }
         let media = MediaStore::open(&config, secret.as_bytes()).await?;
-        let config_pool = config.db_pool;
         Ok(Self {
             media,
             media_work: Arc::new(Semaphore::new(config.max_concurrent_uploads as usize)),
@@ -82,12 +81,12 @@ impl AppState {
                 duration_millis(config.token_ttl),
             )),
             cursors: Arc::new(Cursors::new(secret.as_bytes())),
+            query_conns: Arc::new(QueryConnections::new(config.db_pool)),
             ids: Arc::new(IdGenerator::new(config.node_id)),
             events: EventBus::new(config.event_buffer),
             config: Arc::new(config),
             clock,
             db_stats,
-            query_conns: Arc::new(QueryConnections::new(config_pool)),
         })
     }
 }

@@ -9,6 +9,7 @@ use sea_orm::{ConnectionTrait, FromQueryResult};
 
 use super::page::{Page, PageQuery};
 use super::user::{self, PROFILE_COLUMNS, Profile, keyed_page};
+use super::visibility::friend_ids_sql;
 use crate::app::AppState;
 use crate::db;
 use crate::error::{AppError, AppResult};
@@ -178,21 +179,10 @@ pub async fn state<C: ConnectionTrait>(
         .unwrap_or(FriendshipState::None))
 }
 
-/// Whether `a` and `b` are accepted friends.
-pub async fn are_friends<C: ConnectionTrait>(db: &C, a: i64, b: i64) -> AppResult<bool> {
-    Ok(a != b && state(db, a, b).await? == FriendshipState::Friends)
-}
-
 /// The ids of `user`'s accepted friends.
 pub async fn friend_ids<C: ConnectionTrait>(db: &C, user: i64) -> AppResult<HashSet<i64>> {
-    let rows: Vec<IdRow> = db::fetch_all(
-        db,
-        "SELECT high_id AS id FROM friendships WHERE low_id = $1 AND accepted_at IS NOT NULL \
-         UNION ALL \
-         SELECT low_id AS id FROM friendships WHERE high_id = $1 AND accepted_at IS NOT NULL",
-        vec![user.into()],
-    )
-    .await?;
+    let sql = format!("SELECT f.high_id AS id FROM ({}) f", friend_ids_sql(1));
+    let rows: Vec<IdRow> = db::fetch_all(db, &sql, vec![user.into()]).await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 

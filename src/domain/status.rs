@@ -243,14 +243,15 @@ pub async fn find_live_by_ids<C: ConnectionTrait>(
 }
 
 /// A page of one author's live statuses, newest first; with `seen_by`, also
-/// the ids of those that viewer has seen, read in the same statement.
+/// the ids of those that viewer has seen, read in the same statement
+/// (`None` without).
 pub async fn page_by_author<C: ConnectionTrait>(
     db: &C,
     author: i64,
     now: Millis,
     q: &PageQuery,
     seen_by: Option<i64>,
-) -> AppResult<(Page<status::Model>, HashSet<i64>)> {
+) -> AppResult<(Page<status::Model>, Option<HashSet<i64>>)> {
     let seen = if seen_by.is_some() {
         "EXISTS (SELECT 1 FROM status_views v WHERE v.viewer_id = $3 AND v.status_id = s.id)"
     } else {
@@ -270,12 +271,13 @@ pub async fn page_by_author<C: ConnectionTrait>(
         ts: r.status.created_at,
         id: r.status.id,
     });
-    let seen = page
-        .items
-        .iter()
-        .filter(|(_, r)| r.seen)
-        .map(|(_, r)| r.status.id)
-        .collect();
+    let seen = seen_by.map(|_| {
+        page.items
+            .iter()
+            .filter(|(_, r)| r.seen)
+            .map(|(_, r)| r.status.id)
+            .collect()
+    });
     Ok((page.map(|r| r.status), seen))
 }
 
@@ -302,7 +304,8 @@ pub struct TrayRow {
 }
 
 /// A page of the story tray: authors with a live status, freshest first;
-/// with `with_authors`, also their profiles, read in the same statement.
+/// with `with_authors`, also their profiles, read in the same statement
+/// (`None` without).
 pub async fn tray_page<C: ConnectionTrait>(
     db: &C,
     viewer: Option<i64>,
@@ -310,7 +313,7 @@ pub async fn tray_page<C: ConnectionTrait>(
     now: Millis,
     q: &PageQuery,
     with_authors: bool,
-) -> AppResult<(Page<TrayRow>, Vec<Profile>)> {
+) -> AppResult<(Page<TrayRow>, Option<Vec<Profile>>)> {
     let (scope, viewer) = match (scope, viewer) {
         (Scope::Friends, None) => return Err(AppError::sign_in_required()),
         (scope, viewer) => (scope, viewer.unwrap_or(0)),
@@ -341,7 +344,7 @@ pub async fn tray_page<C: ConnectionTrait>(
     };
     if !with_authors {
         let rows: Vec<TrayRow> = db::fetch_all(db, &sql, values).await?;
-        return Ok((q.page(rows, key), Vec::new()));
+        return Ok((q.page(rows, key), None));
     }
     let rows: Vec<TrayAuthorRow> = db::fetch_all(db, &sql, values).await?;
     let page = q.page(rows, |r| key(&r.entry));
@@ -350,7 +353,7 @@ pub async fn tray_page<C: ConnectionTrait>(
         profiles.push(r.author);
         r.entry
     });
-    Ok((page, profiles))
+    Ok((page, Some(profiles)))
 }
 
 /// A tray entry and its author's profile, from one row.

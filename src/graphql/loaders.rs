@@ -264,7 +264,7 @@ pub async fn prime_tray(
     profiles: Option<Vec<Profile>>,
 ) -> AppResult<()> {
     let l = loaders(ctx)?;
-    if wants(ctx, &["author"]) {
+    if profiles.is_some() || wants(ctx, &["author"]) {
         match profiles {
             Some(profiles) if l.cache => {
                 l.users

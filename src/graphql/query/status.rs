@@ -25,7 +25,7 @@ pub(crate) async fn statuses_of(
     let (page, seen) =
         status::page_by_author(db(ctx)?, author, app.clock.now(), &q, seen_by).await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
-    prime_statuses(ctx, &rows, seen_by.map(|_| &seen)).await?;
+    prime_statuses(ctx, &rows, seen.as_ref()).await?;
     Ok(connection(
         &app.cursors,
         CursorKind::Status,
@@ -50,18 +50,17 @@ impl StatusQuery {
     ) -> Result<Connection<String, StoryTrayEntry>> {
         let app = app(ctx)?;
         let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
-        let with_authors = wants_authors(ctx);
         let (page, profiles) = status::tray_page(
             db(ctx)?,
             viewer(ctx).id(),
             scope.into(),
             app.clock.now(),
             &q,
-            with_authors,
+            wants_authors(ctx),
         )
         .await?;
         let authors: Vec<i64> = page.items.iter().map(|i| i.1.author_id).collect();
-        prime_tray(ctx, &authors, with_authors.then_some(profiles)).await?;
+        prime_tray(ctx, &authors, profiles).await?;
         Ok(connection(
             &app.cursors,
             CursorKind::Tray,
