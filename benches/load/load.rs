@@ -120,11 +120,11 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
     ]
 }
 
-const TRAY: &str = "query { storyTray(first: 20) { edges { cursor node { \
+pub const TRAY: &str = "query { storyTray(first: 20) { edges { cursor node { \
     author { id username displayName } latestCreatedAt storyCount hasUnseen } } \
     pageInfo { hasNextPage endCursor } } }";
 
-const STATUSES: &str = "query($u: ID!) { statuses(userId: $u, first: 10) { edges { cursor node { \
+pub const STATUSES: &str = "query($u: ID!) { statuses(userId: $u, first: 10) { edges { cursor node { \
     id caption bgColor createdAt expiresAt viewerHasSeen media { id url width height } } } \
     pageInfo { hasNextPage endCursor } } }";
 

@@ -17,10 +17,13 @@
 //! - [`subs`]: graphql-transport-ws subscribers, RSS per idle subscriber and
 //!   the time from `createStatus` to delivery.
 //! - [`purge`]: the status purge job against a plain batched `DELETE`.
+//! - [`floor`]: async-graphql alone on the tray's and the per-author page's
+//!   queries, with their values in memory: the least a page costs on this stack.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cpu;
+mod floor;
 mod load;
 mod plain;
 mod purge;
@@ -89,7 +92,7 @@ pub struct Opts {
     /// Where databases, logs and scripts go.
     #[arg(long, default_value = "target/bench")]
     pub work_dir: PathBuf,
-    /// Leave out parts: any of http, plain, subs, purge, start.
+    /// Leave out parts: any of floor, http, plain, subs, purge, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Only the queries whose name contains one of these (e.g.
@@ -158,6 +161,10 @@ fn main() {
 async fn run(opts: &Opts) -> Report {
     std::fs::create_dir_all(&opts.work_dir).expect("work dir");
     let mut report = Report::new();
+    if opts.runs("floor") {
+        eprintln!("execution floor");
+        report.floor(floor::measure(opts.duration()).await);
+    }
     for &db in &opts.dbs {
         let mut bench = seed::Bench::create(db, opts).await;
         let mut rates = load::Rates::default();

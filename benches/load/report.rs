@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::Opts;
+use crate::floor::FloorResult;
 use crate::load::HttpResult;
 use crate::plain::SqlResult;
 use crate::purge::PurgeResult;
@@ -36,6 +37,7 @@ pub struct Report {
     http: Vec<Http>,
     subs: Vec<(Db, Vec<SubResult>)>,
     purge: Vec<(Db, PurgeResult)>,
+    floor: Vec<FloorResult>,
     pending_seed: Option<(Db, u64, Seeded)>,
 }
 
@@ -122,6 +124,13 @@ impl Report {
         });
     }
 
+    pub fn floor(&mut self, results: Vec<FloorResult>) {
+        for r in &results {
+            eprintln!("  floor of {}: {:.1} µs", r.query, r.us_per_request);
+        }
+        self.floor = results;
+    }
+
     pub fn subs(&mut self, db: Db, results: Vec<SubResult>) {
         self.subs.push((db, results));
     }
@@ -190,6 +199,8 @@ impl Report {
                 h.http.errors + h.sql.as_ref().map_or(0, |s| s.errors),
             );
         }
+
+        self.render_floor(&mut out);
 
         if opts.sizes.len() > 1 {
             let (small, large) = (opts.sizes[0], opts.sizes[opts.sizes.len() - 1]);
@@ -289,6 +300,60 @@ impl Report {
         out
     }
 
+    /// What the pages could reach at best on this stack: their SQL against
+    /// their SQL plus async-graphql's execution floor plus the HTTP floor
+    /// (the server's CPU for `{ __typename }` at the same size).
+    fn render_floor(&self, out: &mut String) {
+        if self.floor.is_empty() {
+            return;
+        }
+        out.push_str(
+            "\n### The floor of a page on this stack\n\n\
+             async-graphql alone: the page's query executed in process over a schema of the same \
+             shape whose fields hold their values already (no database, no loaders, no HTTP), \
+             with its JSON, µs on one thread:\n\n\
+             | query | execution floor µs | response bytes |\n|---|---:|---:|\n",
+        );
+        for f in &self.floor {
+            let _ = writeln!(
+                out,
+                "| `{}` | {:.1} | {} |",
+                f.query, f.us_per_request, f.bytes
+            );
+        }
+        out.push_str(
+            "\nAgainst the SQL: the best ratio a server on this stack could reach is the SQL's \
+             CPU over the SQL's plus the execution floor plus the HTTP floor (`{ __typename }`'s \
+             server CPU); the measured ratio is CPU too (SQL replay CPU over the server's).\n\n\
+             | db | size | query | SQL replay CPU µs | execution floor µs | HTTP floor µs | best ratio | server CPU µs | measured |\n\
+             |---|---:|---|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for h in &self.http {
+            let (Some(sql), Some(f)) = (&h.sql, self.floor.iter().find(|f| f.query == h.query))
+            else {
+                continue;
+            };
+            let http_floor = self
+                .http
+                .iter()
+                .find(|t| t.db == h.db && t.size == h.size && t.query == "{ __typename }")
+                .map_or(0.0, |t| t.http.server_cpu_us);
+            let _ = writeln!(
+                out,
+                "| {} | {} | `{}` | {:.0} | {:.0} | {:.0} | {} | {:.0} | {} |",
+                h.db,
+                size(h.size),
+                h.query,
+                sql.cpu_us,
+                f.us_per_request,
+                http_floor,
+                ratio(sql.cpu_us, sql.cpu_us + f.us_per_request + http_floor),
+                h.http.cpu_us,
+                ratio(sql.cpu_us, h.http.cpu_us),
+            );
+        }
+    }
+
     /// The smoke run's check: every part ran and nothing failed (no times).
     pub fn assert_complete(&self) {
         assert!(!self.http.is_empty(), "no HTTP measurements");
@@ -313,6 +378,10 @@ impl Report {
                 }
             }
         }
+        assert!(
+            self.floor.iter().all(|f| f.us_per_request > 0.0) && self.floor.len() == 3,
+            "execution floor not measured"
+        );
         assert!(!self.subs.is_empty(), "no subscription measurements");
         for (db, results) in &self.subs {
             for r in results {
