@@ -5,14 +5,17 @@
 //! timeout; its write transactions begin with a write so that two of them
 //! queue on the write lock instead of failing to upgrade a read.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, LazyLock};
+use std::time::{Duration, Instant};
 
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::sqlx::{
+    self,
+    sqlite::{SqliteJournalMode, SqliteSynchronous},
+};
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DbBackend, FromQueryResult,
-    Statement, Value,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
+    DbErr, FromQueryResult, RuntimeErr, Statement, TransactionTrait, Value,
 };
 
 use crate::error::{AppError, AppResult};
@@ -28,6 +31,16 @@ pub struct DbStats {
     failures: AtomicU64,
     pinned: AtomicU64,
     opened: AtomicU64,
+    /// When a statement last failed, as [`stamp`] counts; 0 for never.
+    last_failure: AtomicU64,
+}
+
+/// `at` as milliseconds since the first call, plus one (0 means "never").
+fn stamp(at: Instant) -> u64 {
+    static START: LazyLock<Instant> = LazyLock::new(Instant::now);
+    u64::try_from(at.saturating_duration_since(*START).as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(1)
 }
 
 impl DbStats {
@@ -57,7 +70,18 @@ impl DbStats {
         tracing::trace!(target: "ephemera::sql", "{}", inline_values(statement));
         if failed {
             self.failures.fetch_add(1, Ordering::Relaxed);
+            self.last_failure
+                .fetch_max(stamp(Instant::now()), Ordering::Relaxed);
         }
+    }
+
+    /// Whether a statement failed at or after `since`. A connection idle
+    /// since then is pinged before it is used again: the failure may have
+    /// been the database ending every session (a restart), and a read that
+    /// found its connection dead is run again (see [`fetch_all`]).
+    pub fn failed_since(&self, since: Instant) -> bool {
+        let last = self.last_failure.load(Ordering::Relaxed);
+        last != 0 && last >= stamp(since)
     }
 }
 
@@ -88,6 +112,23 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
         // enough to have been dropped by a server, proxy or firewall is
         // pinged now.
         .test_before_acquire_if_idle_for(IDLE_BEFORE_PING)
+        // And one idle since before a statement failed: after a restart of
+        // the database every pooled connection is dead, and this finds them
+        // at the cost of a ping each, instead of a failed statement each.
+        .map_sqlx_postgres_before_acquire({
+            let stats = stats.clone();
+            move |conn, meta| {
+                let suspect = Instant::now()
+                    .checked_sub(meta.idle_for)
+                    .is_some_and(|since| stats.failed_since(since));
+                Box::pin(async move {
+                    if suspect {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            }
+        })
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|o| {
             o.journal_mode(SqliteJournalMode::Wal)
@@ -207,9 +248,12 @@ pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
     sql: &str,
     values: Vec<Value>,
 ) -> AppResult<Vec<T>> {
-    let rows = db
-        .query_all_raw(stmt(db.get_database_backend(), sql, values))
-        .await?;
+    let backend = db.get_database_backend();
+    let rows = read_again_if_dead(
+        || stmt(backend, sql, values.clone()),
+        |s| db.query_all_raw(s),
+    )
+    .await?;
     rows.iter()
         .map(|r| T::from_query_result(r, "").map_err(AppError::from))
         .collect()
@@ -221,9 +265,12 @@ pub async fn fetch_one<T: FromQueryResult, C: ConnectionTrait>(
     sql: &str,
     values: Vec<Value>,
 ) -> AppResult<Option<T>> {
-    let row = db
-        .query_one_raw(stmt(db.get_database_backend(), sql, values))
-        .await?;
+    let backend = db.get_database_backend();
+    let row = read_again_if_dead(
+        || stmt(backend, sql, values.clone()),
+        |s| db.query_one_raw(s),
+    )
+    .await?;
     row.map(|r| T::from_query_result(&r, "").map_err(AppError::from))
         .transpose()
 }
@@ -242,6 +289,96 @@ pub fn placeholders(first: usize, n: usize) -> String {
         .map(|i| format!("${i}"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Whether `err` says the connection is gone (the database restarted or
+/// ended the session, or the network dropped it) rather than that the
+/// statement failed: the statement did not run, and may on a new connection.
+pub fn is_disconnect(err: &DbErr) -> bool {
+    match err {
+        DbErr::Conn(RuntimeErr::SqlxError(e))
+        | DbErr::Exec(RuntimeErr::SqlxError(e))
+        | DbErr::Query(RuntimeErr::SqlxError(e)) => is_sqlx_disconnect(e),
+        _ => false,
+    }
+}
+
+/// [`is_disconnect`] for sqlx's own error: an I/O error, SQLite's worker
+/// thread gone, or PostgreSQL's connection-exception class (08) and its
+/// shutdown codes (57P01 admin, 57P02 crash, 57P03 not yet accepting).
+fn is_sqlx_disconnect(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(e) => e
+            .code()
+            .is_some_and(|c| c.starts_with("08") || matches!(&*c, "57P01" | "57P02" | "57P03")),
+        _ => false,
+    }
+}
+
+/// Whether `stmt` only reads (a plain `SELECT`), so that running it again
+/// after its connection was found dead cannot change anything twice.
+fn is_read(stmt: &Statement) -> bool {
+    stmt.sql
+        .trim_start()
+        .get(..6)
+        .is_some_and(|w| w.eq_ignore_ascii_case("select"))
+}
+
+/// How many connections `db`'s pool may hold: how many dead ones it could
+/// hand out one after another.
+fn pool_size(db: &DatabaseConnection) -> u32 {
+    match db.get_database_backend() {
+        DbBackend::Postgres => db
+            .get_postgres_connection_pool()
+            .options()
+            .get_max_connections(),
+        _ => db
+            .get_sqlite_connection_pool()
+            .options()
+            .get_max_connections(),
+    }
+}
+
+/// Runs the statement `make` builds with `run`; a read that found its
+/// connection dead runs once more. That failure was recorded
+/// ([`DbStats::record`]), so every connection idle since is pinged before
+/// it is used again, and the second try gets a live or a new one.
+async fn read_again_if_dead<T, F>(
+    make: impl Fn() -> Statement,
+    run: impl Fn(Statement) -> F,
+) -> Result<T, DbErr>
+where
+    F: Future<Output = Result<T, DbErr>>,
+{
+    let stmt = make();
+    if !is_read(&stmt) {
+        return run(stmt).await;
+    }
+    match run(stmt).await {
+        Err(e) if is_disconnect(&e) => {
+            tracing::warn!(error = %e, "a connection was gone; running the read again");
+            run(make()).await
+        }
+        result => result,
+    }
+}
+
+/// Begins a transaction on `db`. After a restart of the database the pool
+/// may hand out connections it has not yet seen die (it only pings one that
+/// sat idle a while); `BEGIN` on one fails without doing anything, that
+/// connection is closed as it goes back, and the next one is tried.
+pub async fn begin(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
+    let mut left = pool_size(db);
+    loop {
+        match db.begin().await {
+            Err(e) if left > 0 && is_disconnect(&e) => {
+                left -= 1;
+                tracing::warn!(error = %e, "a pooled connection was gone; beginning on another");
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Whether a database error is a unique-constraint violation.
@@ -263,6 +400,27 @@ mod tests {
         let p = stmt(DbBackend::Postgres, "SELECT $1", vec![]);
         assert_eq!(p.sql, "SELECT $1");
         assert_eq!(placeholders(3, 3), "$3, $4, $5");
+    }
+
+    #[test]
+    fn only_plain_selects_are_run_again() {
+        let read = |sql: &str| is_read(&stmt(DbBackend::Postgres, sql, vec![]));
+        assert!(read("SELECT 1"));
+        assert!(read("  select * FROM users"));
+        assert!(!read(
+            "WITH gone AS (DELETE FROM statuses RETURNING id) SELECT COUNT(*) FROM gone"
+        ));
+        assert!(!read("INSERT INTO users (id) VALUES (1) RETURNING id"));
+        assert!(!read("SEL"));
+        assert!(!is_disconnect(&DbErr::RecordNotFound("x".into())));
+        let io = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(is_disconnect(&DbErr::Query(RuntimeErr::SqlxError(
+            Arc::new(io)
+        ))));
+        let decode = sqlx::Error::ColumnNotFound("n".into());
+        assert!(!is_disconnect(&DbErr::Query(RuntimeErr::SqlxError(
+            Arc::new(decode)
+        ))));
     }
 
     #[test]

@@ -11,8 +11,8 @@
 //! the pool once and kept apart for queries, handed back without a ping
 //! (there is nothing to flush after plain reads, and a connection whose
 //! statement failed or was cut off is closed instead). One that sat idle
-//! for a while is pinged before use and an old one is replaced, as the pool
-//! does. Everything else (mutations, whose transactions take connections of
+//! for a while, or since before a statement failed anywhere, is pinged
+//! before use and an old one is replaced, as the pool does. Everything else (mutations, whose transactions take connections of
 //! their own, and subscriptions, which live long) runs statement by
 //! statement on the pool as before, so a request never holds one
 //! connection while it waits for another.
@@ -103,7 +103,9 @@ impl QueryConnections {
             if idle.opened.elapsed() >= MAX_LIFETIME {
                 continue;
             }
-            if idle.since.elapsed() >= IDLE_BEFORE_PING
+            // Pinged if it sat idle long, or since before a statement failed
+            // (the database may have ended every session: a restart).
+            if (idle.since.elapsed() >= IDLE_BEFORE_PING || stats.failed_since(idle.since))
                 && on_held!(&mut idle.conn, c => c.ping().await).is_err()
             {
                 continue;

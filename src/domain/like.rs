@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use sea_orm::{ConnectionTrait, FromQueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, FromQueryResult};
 
 use super::moment::readable_sql;
 use super::page::{Page, PageQuery};
@@ -43,7 +43,7 @@ pub async fn change(
     change: LikeChange,
 ) -> AppResult<moment::Model> {
     let now = app.clock.now();
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let locked: Option<moment::Model> = db::fetch_one(
         &txn,
         &format!(

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait, Value};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Value};
 
 use super::image::{self, ACCEPTED_TYPES, Judged};
 use crate::app::AppState;
@@ -329,7 +329,7 @@ async fn verify_upload(app: &AppState, media: &media::Model) -> AppResult<()> {
     app.media
         .put(&final_key, judged.bytes, judged.content_type)
         .await?;
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let moved = db::execute(
         &txn,
         "UPDATE media SET storage_key = $1, upload_expires_at = NULL, ready_at = $2, \
@@ -394,7 +394,7 @@ fn hold_sql(now_param: usize) -> String {
 
 /// Deletes a pending media whose bytes failed, queueing its blob; returns `err`.
 async fn reject(app: &AppState, id: i64, err: AppError) -> AppResult<()> {
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     delete_rows(
         &txn,
         "id = $1 AND ready_at IS NULL",
@@ -408,7 +408,7 @@ async fn reject(app: &AppState, id: i64, err: AppError) -> AppResult<()> {
 
 /// Deletes an unattached media row after a failed put, queueing its blob.
 async fn discard(app: &AppState, id: i64) -> AppResult<()> {
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     delete_rows(
         &txn,
         "id = $1 AND attached_at IS NULL",
@@ -552,7 +552,7 @@ pub async fn sweep_unattached(app: &AppState, now: Millis) -> AppResult<u64> {
     let batch = i64::from(app.config.media_gc_batch);
     let mut total = 0;
     loop {
-        let txn = app.db.begin().await?;
+        let txn = db::begin(&app.db).await?;
         #[derive(FromQueryResult)]
         struct Row {
             id: i64,
@@ -670,7 +670,7 @@ async fn record_waiting(app: &AppState) -> AppResult<()> {
 }
 
 async fn claim_deletions(app: &AppState, now: Millis) -> AppResult<Vec<Queued>> {
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let rows: Vec<Queued> = db::fetch_all(
         &txn,
         &format!(

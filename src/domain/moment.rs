@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
 use super::expiry::{expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql};
 use super::geo::{map_cell, validate_point};
@@ -138,7 +138,7 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
         deleted_at: None,
         likes_count: 0,
     };
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     // Each branch starts with a write (see `db`): the place name's row, or the media.
     if let Some(name) = &input.place_name {
         let id = super::location::resolve(
@@ -282,7 +282,7 @@ pub async fn page<C: ConnectionTrait>(
 /// else's that they can see.
 pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
     let now = app.clock.now();
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let deleted: Vec<Placed> = db::fetch_all(
         &txn,
         &format!(
@@ -312,7 +312,7 @@ pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
 pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::Model> {
     let now = app.clock.now();
     let cutoff = now - duration_millis(app.config.moment_grace);
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let restored: Vec<moment::Model> = db::fetch_all(
         &txn,
         "UPDATE moments SET deleted_at = NULL \
@@ -363,7 +363,7 @@ fn claimed(backend: sea_orm::DbBackend, filter: &str, order_col: &str) -> String
 /// until none is left. Journaled moments never match.
 pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
     super::drain_batches(|| async move {
-        let txn = db.begin().await?;
+        let txn = db::begin(db).await?;
         let backend = txn.get_database_backend();
         let claim = claimed(backend, &expired_moment_sql("p", 1), "expires_at");
         let expired: Vec<Placed> = db::fetch_all(
@@ -398,7 +398,7 @@ pub async fn purge(
 ) -> AppResult<BatchReport> {
     let cutoff = now - duration_millis(grace);
     super::drain_batches(|| async move {
-        let txn = db.begin().await?;
+        let txn = db::begin(db).await?;
         let backend = txn.get_database_backend();
         let claim = claimed(backend, &purgeable_moment_sql("p", 1), "deleted_at");
         let rows: Vec<MediaRow> = db::fetch_all(

@@ -26,7 +26,6 @@ use std::collections::{HashMap, HashSet};
 
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DbBackend, DbErr, FromQueryResult, QueryResult,
-    TransactionTrait,
 };
 
 use super::expiry::{expired_status_sql, live_status_sql, status_expires_at};
@@ -90,7 +89,7 @@ pub async fn create(app: &AppState, author: i64, input: NewStatus) -> AppResult<
         created_at: now,
         expires_at: status_expires_at(now, app.config.status_ttl),
     };
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     // The summary first: it takes the author's row lock (see the module doc).
     db::execute(
         &txn,
@@ -138,7 +137,7 @@ struct AuthorRow {
 /// owner check, so nothing can change between check and act.
 pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
     let now = app.clock.now();
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     let deleted: Vec<MediaRow> = db::fetch_all(
         &txn,
         &format!(
@@ -583,7 +582,7 @@ async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppRes
         .await?;
         return Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)));
     }
-    let txn = db.begin().await?;
+    let txn = db::begin(db).await?;
     let rows: Vec<PurgedRow> = db::fetch_all(
         &txn,
         &format!("DELETE FROM statuses WHERE id {claim} RETURNING author_id, media_id"),

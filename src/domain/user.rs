@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 
-use sea_orm::TransactionTrait;
 use sea_orm::{ActiveModelTrait, ConnectionTrait, FromQueryResult, Set};
 
 use super::page::{Key, Page, PageQuery};
@@ -176,7 +175,7 @@ pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppRes
         return Err(AppError::forbidden("wrong password"));
     }
     let now = app.clock.now();
-    let txn = app.db.begin().await?;
+    let txn = db::begin(&app.db).await?;
     if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
         // Lock the account first: an upload or like of this user that has not
         // committed yet then waits, and fails, instead of being dropped by the

@@ -593,3 +593,75 @@ async fn a_query_holds_one_connection(app: &TestApp) {
     let opened = opened().await;
     assert!(opened <= 5, "{opened} query connections for a pool of 5");
 }
+
+/// A restart of the database ends every session the server holds open; what
+/// runs next gets a new connection instead of an error. PostgreSQL only: an
+/// SQLite connection is a file that nothing else can close.
+mod queries_and_transactions_outlive_a_database_restart {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        let app = crate::support::TestApp::spawn(crate::support::Backend::Postgres).await;
+        super::outlive_a_database_restart(&app).await;
+        app.finish().await;
+    }
+}
+
+async fn outlive_a_database_restart(app: &TestApp) {
+    let viewer = app.sign_up("survivor").await;
+    for i in 0..3 {
+        let author = app.sign_up(&format!("restarted{i}")).await;
+        app.post_status(&author, "before").await;
+    }
+    let tray = "{ storyTray(first: 10) { nodes { storyCount author { username } } } }";
+    let entries = |data: &Value| data["storyTray"]["nodes"].as_array().map(Vec::len);
+    // Several connections idle: the queries' own and the pool's.
+    futures_util::future::join_all((0..8).map(|_| app.ok(viewer.token(), tray, json!({})))).await;
+    let opened = || app.metric("ephemera_db_query_connections_opened_total");
+    let before = opened().await;
+
+    let ended = app.end_database_sessions().await;
+    assert!(ended >= 2, "{ended} sessions ended");
+    for _ in 0..3 {
+        let data = app.ok(viewer.token(), tray, json!({})).await;
+        assert_eq!(entries(&data), Some(3));
+    }
+    let answers =
+        futures_util::future::join_all((0..8).map(|_| app.gql(viewer.token(), tray, json!({}))))
+            .await;
+    for a in &answers {
+        assert!(a.get("errors").is_none(), "{a}");
+        assert_eq!(entries(&a["data"]), Some(3));
+    }
+    assert!(
+        opened().await > before,
+        "the ended query connections were replaced"
+    );
+
+    // On the pool: signing in reads first; a job's transaction begins
+    // first thing; posting looks the viewer up, then begins a transaction.
+    let sign_in = "mutation { signIn(input: { username: \"survivor\", password: \"password123\" }) { token } }";
+    let pooled = || async {
+        let open =
+            futures_util::future::join_all((0..5).map(|_| app.gql(None, sign_in, json!({})))).await;
+        assert!(open.iter().all(|a| a.get("errors").is_none()), "{open:?}");
+    };
+    pooled().await;
+    let ended = app.end_database_sessions().await;
+    assert!(ended >= 2, "{ended} sessions ended");
+    for _ in 0..3 {
+        app.ok(None, sign_in, json!({})).await;
+    }
+    pooled().await;
+    let ended = app.end_database_sessions().await;
+    assert!(ended >= 2, "{ended} sessions ended");
+    ephemera::jobs::moment_expiry::run_once(&app.state, app.clock.now())
+        .await
+        .expect("a job's transaction after the restart");
+    let ended = app.end_database_sessions().await;
+    assert!(ended >= 1, "{ended} sessions ended");
+    for i in 0..3 {
+        app.post_status(&viewer, &format!("after {i}")).await;
+    }
+    let data = app.ok(viewer.token(), tray, json!({})).await;
+    assert_eq!(entries(&data), Some(4));
+}

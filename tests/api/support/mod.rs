@@ -377,6 +377,56 @@ impl TestApp {
         last
     }
 
+    /// Ends every session the server has open on its PostgreSQL database, as
+    /// a restart of the database does, and waits until they are gone; returns
+    /// how many there were.
+    pub async fn end_database_sessions(&self) -> usize {
+        let name = self.pg_db.clone().expect("a PostgreSQL test");
+        let admin = Database::connect(&pg_admin_url())
+            .await
+            .expect("connect to PostgreSQL");
+        let pids = |sql: String| {
+            let admin = &admin;
+            async move {
+                let rows = admin
+                    .query_all_raw(sea_orm::Statement::from_string(
+                        sea_orm::DbBackend::Postgres,
+                        sql,
+                    ))
+                    .await
+                    .expect("pg_stat_activity");
+                rows.iter()
+                    .map(|r| r.try_get::<i32>("", "pid").expect("pid"))
+                    .collect::<Vec<i32>>()
+            }
+        };
+        let ended = pids(format!(
+            "WITH ours AS MATERIALIZED (SELECT pid FROM pg_stat_activity \
+             WHERE datname = '{name}' AND usename = current_user AND pid <> pg_backend_pid()) \
+             SELECT pid FROM ours WHERE pg_terminate_backend(pid)"
+        ))
+        .await;
+        let list = ended
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        for _ in 0..100 {
+            if ended.is_empty()
+                || pids(format!(
+                    "SELECT pid FROM pg_stat_activity WHERE pid IN ({list})"
+                ))
+                .await
+                .is_empty()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        admin.close().await.ok();
+        ended.len()
+    }
+
     /// Waits (bounded) until `metric` reaches at least `n`.
     pub async fn wait_for_metric(&self, name: &str, n: u64) {
         for _ in 0..500 {
