@@ -8,10 +8,13 @@
 //! IPTC and text chunks are removed from JPEG, PNG and WebP, so a moment's own
 //! coordinates are the only place a position is published. The one EXIF
 //! field kept is the orientation, rewritten alone, so phone photos still
-//! display upright. (HEIC/HEIF metadata is kept: removing it means rewriting
-//! the item tables.)
+//! display upright. HEIC and HEIF keep EXIF and XMP as items of their own:
+//! their bytes are overwritten where they lie (see [`blank_heif_metadata`]).
+//! A file whose metadata cannot be found with certainty is refused rather
+//! than stored with it.
 
 use bytes::Bytes;
+use heifer_isobmff::{BoxIter, HeifFile, RawBox};
 use imagesize::ImageType;
 use img_parts::ImageEXIF;
 use img_parts::jpeg::{Jpeg, markers};
@@ -116,8 +119,98 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
             webp.set_exif(kept);
             Ok(webp.encoder().bytes())
         }
+        "image/heic" | "image/heif" => blank_heif_metadata(&bytes),
         _ => Ok(bytes),
     }
+}
+
+/// HEIF metadata: the EXIF item (GPS included) and XMP packets (`mime`
+/// items of type `application/rdf+xml`), found through the `iinf` and
+/// `iloc` tables, are overwritten in place: EXIF with an empty EXIF block
+/// and zeros, XMP with spaces. No table, size or offset changes, and the
+/// image items keep their properties (in HEIF the orientation is the
+/// `irot`/`imir` property, not EXIF).
+fn blank_heif_metadata(bytes: &[u8]) -> AppResult<Bytes> {
+    use heifer_isobmff::boxes::ConstructionMethod;
+
+    let file = HeifFile::parse(bytes).map_err(heif_corrupt)?;
+    let mut out = bytes.to_vec();
+    for item in &file.items {
+        let exif = item.item_type.0 == *b"Exif";
+        let xmp = item.item_type.0 == *b"mime"
+            && item
+                .content_type
+                .as_deref()
+                .is_some_and(|t| t.starts_with("application/rdf+xml"));
+        let Some(location) = item.location.as_ref().filter(|_| exif || xmp) else {
+            continue;
+        };
+        let base = match location.construction_method {
+            ConstructionMethod::File => 0,
+            ConstructionMethod::Idat => idat_start(bytes)?,
+            ConstructionMethod::Item => return Err(heif_unsure()),
+        };
+        for (i, extent) in location.extents.iter().enumerate() {
+            let start = usize::try_from(extent.offset)
+                .ok()
+                .and_then(|o| o.checked_add(base));
+            let end = usize::try_from(extent.length)
+                .ok()
+                .filter(|&l| l > 0)
+                .zip(start)
+                .and_then(|(l, s)| s.checked_add(l));
+            let (Some(start), Some(end)) = (start, end) else {
+                return Err(heif_unsure());
+            };
+            let Some(data) = out.get_mut(start..end) else {
+                return Err(heif_unsure());
+            };
+            if xmp {
+                data.fill(b' ');
+                continue;
+            }
+            data.fill(0);
+            // The item starts with the offset of its TIFF header (0: right
+            // after it), then a TIFF header whose first directory is empty.
+            const EMPTY_EXIF: [u8; 18] =
+                [0, 0, 0, 0, b'M', b'M', 0, 42, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0];
+            if i == 0 && data.len() >= EMPTY_EXIF.len() {
+                data[..EMPTY_EXIF.len()].copy_from_slice(&EMPTY_EXIF);
+            }
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Where the content of the `meta` box's `idat` box starts in `bytes`.
+fn idat_start(bytes: &[u8]) -> AppResult<usize> {
+    let header = |b: &RawBox<'_>| usize::try_from(b.header.header_size).ok();
+    for top in BoxIter::new(bytes) {
+        let top = top.map_err(heif_corrupt)?;
+        if top.header.box_type.0 != *b"meta" {
+            continue;
+        }
+        // `meta` is a full box: version and flags come first.
+        let children = top.content.get(4..).ok_or_else(heif_unsure)?;
+        for child in BoxIter::new(children) {
+            let child = child.map_err(heif_corrupt)?;
+            if child.header.box_type.0 == *b"idat" {
+                return header(&top)
+                    .zip(header(&child))
+                    .map(|(t, c)| top.offset + t + 4 + child.offset + c)
+                    .ok_or_else(heif_unsure);
+            }
+        }
+    }
+    Err(heif_unsure())
+}
+
+fn heif_corrupt(_: heifer_isobmff::Error) -> AppError {
+    unsupported("the image structure is truncated or corrupt")
+}
+
+fn heif_unsure() -> AppError {
+    unsupported("the image's metadata could not be located to be removed")
 }
 
 /// The EXIF to keep from `exif` (raw TIFF bytes): only an orientation that
@@ -234,6 +327,39 @@ mod tests {
         // Upright images keep no EXIF at all.
         let out = judge(fixture("gps.jpg")).unwrap().bytes;
         assert!(Jpeg::from_bytes(out).unwrap().exif().is_none());
+    }
+
+    #[test]
+    fn heif_metadata_items_are_blanked() {
+        let heic = fixture("gps.heic");
+        let gps = |bytes: &[u8]| {
+            exif::Reader::new()
+                .read_from_container(&mut std::io::Cursor::new(bytes))
+                .ok()
+                .and_then(|e| {
+                    e.get_field(exif::Tag::GPSLatitude, exif::In::PRIMARY)
+                        .map(|_| ())
+                })
+        };
+        assert!(gps(&heic).is_some(), "the sample carries GPS");
+        assert!(contains(&heic, b"EphemeraCam") && contains(&heic, b"xmpmeta"));
+        let j = judge(heic.clone()).unwrap();
+        assert_eq!(j.content_type, "image/heic");
+        assert_eq!(j.bytes.len(), heic.len(), "nothing moved");
+        assert!(gps(&j.bytes).is_none());
+        assert!(!contains(&j.bytes, b"EphemeraCam") && !contains(&j.bytes, b"xmpmeta"));
+        // The image itself, its tables and properties are untouched.
+        let meta_end = 28 + 519;
+        assert_eq!(j.bytes[..meta_end], heic[..meta_end]);
+        assert_eq!(content_type_of(&j.bytes), Some("image/heic"));
+        // Cut after its tables, its EXIF item lies past the end: refused,
+        // not stored with what could not be blanked.
+        let cut = judge(heic.slice(..meta_end)).unwrap_err();
+        assert_eq!(cut.code(), crate::error::Code::UnsupportedMediaType);
+        assert!(cut.message().contains("metadata"), "{}", cut.message());
+        // Without metadata items a HEIC is stored as it came.
+        let tiny = fixture("tiny.heic");
+        assert_eq!(judge(tiny.clone()).unwrap().bytes, tiny);
     }
 
     #[test]
