@@ -119,7 +119,7 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
             webp.set_exif(kept);
             Ok(webp.encoder().bytes())
         }
-        "image/heic" | "image/heif" => blank_heif_metadata(&bytes),
+        "image/heic" | "image/heif" => blank_heif_metadata(bytes),
         _ => Ok(bytes),
     }
 }
@@ -130,11 +130,12 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
 /// and zeros, XMP with spaces. No table, size or offset changes, and the
 /// image items keep their properties (in HEIF the orientation is the
 /// `irot`/`imir` property, not EXIF).
-fn blank_heif_metadata(bytes: &[u8]) -> AppResult<Bytes> {
+fn blank_heif_metadata(bytes: Bytes) -> AppResult<Bytes> {
     use heifer_isobmff::boxes::ConstructionMethod;
 
-    let file = HeifFile::parse(bytes).map_err(heif_corrupt)?;
-    let mut out = bytes.to_vec();
+    let file = HeifFile::parse(&bytes).map_err(heif_corrupt)?;
+    // Copied only when there is something to blank.
+    let mut copy: Option<Vec<u8>> = None;
     for item in &file.items {
         let exif = item.item_type.0 == *b"Exif";
         let xmp = item.item_type.0 == *b"mime"
@@ -147,7 +148,7 @@ fn blank_heif_metadata(bytes: &[u8]) -> AppResult<Bytes> {
         };
         let base = match location.construction_method {
             ConstructionMethod::File => 0,
-            ConstructionMethod::Idat => idat_start(bytes)?,
+            ConstructionMethod::Idat => idat_start(&bytes)?,
             ConstructionMethod::Item => return Err(heif_unsure()),
         };
         for (i, extent) in location.extents.iter().enumerate() {
@@ -162,6 +163,7 @@ fn blank_heif_metadata(bytes: &[u8]) -> AppResult<Bytes> {
             let (Some(start), Some(end)) = (start, end) else {
                 return Err(heif_unsure());
             };
+            let out = copy.get_or_insert_with(|| bytes.to_vec());
             let Some(data) = out.get_mut(start..end) else {
                 return Err(heif_unsure());
             };
@@ -179,7 +181,8 @@ fn blank_heif_metadata(bytes: &[u8]) -> AppResult<Bytes> {
             }
         }
     }
-    Ok(Bytes::from(out))
+    drop(file);
+    Ok(copy.map_or(bytes, Bytes::from))
 }
 
 /// Where the content of the `meta` box's `idat` box starts in `bytes`.
