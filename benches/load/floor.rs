@@ -14,7 +14,7 @@ use async_graphql::{
 };
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::load::{STATUSES, TRAY};
+use crate::load::{STATUSES, STATUSES_NAME, TRAY, TRAY_NAME, TYPENAME};
 
 #[derive(SimpleObject, Clone)]
 struct PageInfo {
@@ -176,13 +176,9 @@ pub struct FloorResult {
 pub async fn measure(time: Duration) -> Vec<FloorResult> {
     let schema = Schema::build(query_root(), EmptyMutation, EmptySubscription).finish();
     let pages: [(&'static str, &str, serde_json::Value); 3] = [
-        ("{ __typename }", "{ __typename }", serde_json::json!({})),
-        ("storyTray(first: 20)", TRAY, serde_json::json!({})),
-        (
-            "statuses(userId, first: 10)",
-            STATUSES,
-            serde_json::json!({ "u": "1000" }),
-        ),
+        (TYPENAME, TYPENAME, serde_json::json!({})),
+        (TRAY_NAME, TRAY, serde_json::json!({})),
+        (STATUSES_NAME, STATUSES, serde_json::json!({ "u": "1000" })),
     ];
     let mut results = Vec::new();
     for (name, text, vars) in pages {

@@ -82,21 +82,21 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
         json!({ "south": lat - 0.2, "north": lat + 0.3, "west": lon - 0.2, "east": lon + 0.3 });
     vec![
         Query {
-            name: "{ __typename }",
+            name: TYPENAME,
             bodies: vec![Request {
                 body: Bytes::from_static(br#"{"query":"{ __typename }"}"#),
                 auth: None,
             }],
         },
         Query {
-            name: "storyTray(first: 20)",
+            name: TRAY_NAME,
             bodies: viewers
                 .clone()
                 .map(|v| signed_in(TRAY, json!({}), v))
                 .collect(),
         },
         Query {
-            name: "statuses(userId, first: 10)",
+            name: STATUSES_NAME,
             bodies: bench
                 .status_authors(VIEWERS)
                 .into_iter()
@@ -119,6 +119,13 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
         },
     ]
 }
+
+/// The floor query's name in the tables.
+pub const TYPENAME: &str = "{ __typename }";
+/// The tray page's name in the tables.
+pub const TRAY_NAME: &str = "storyTray(first: 20)";
+/// The per-author page's name in the tables.
+pub const STATUSES_NAME: &str = "statuses(userId, first: 10)";
 
 pub const TRAY: &str = "query { storyTray(first: 20) { edges { cursor node { \
     author { id username displayName } latestCreatedAt storyCount hasUnseen } } \

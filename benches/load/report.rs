@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use crate::Opts;
 use crate::floor::FloorResult;
-use crate::load::HttpResult;
+use crate::load::{HttpResult, TYPENAME};
 use crate::plain::SqlResult;
 use crate::purge::PurgeResult;
 use crate::seed::{Db, Seeded};
@@ -336,7 +336,7 @@ impl Report {
             let http_floor = self
                 .http
                 .iter()
-                .find(|t| t.db == h.db && t.size == h.size && t.query == "{ __typename }")
+                .find(|t| t.db == h.db && t.size == h.size && t.query == TYPENAME)
                 .map_or(0.0, |t| t.http.server_cpu_us);
             let _ = writeln!(
                 out,
@@ -366,7 +366,7 @@ impl Report {
                 h.http.first_error
             );
             assert!(h.http.throughput > 0.0, "{} answered nothing", h.query);
-            if h.query != "{ __typename }" {
+            if h.query != TYPENAME {
                 let sql = h.sql.as_ref().expect("plain SQL measured");
                 assert!(
                     sql.statements > 0 && sql.errors == 0,

@@ -12,10 +12,11 @@
 //! (there is nothing to flush after plain reads, and a connection whose
 //! statement failed or was cut off is closed instead). One that sat idle
 //! for a while, or since before a statement failed anywhere, is pinged
-//! before use and an old one is replaced, as the pool does. Everything else (mutations, whose transactions take connections of
-//! their own, and subscriptions, which live long) runs statement by
-//! statement on the pool as before, so a request never holds one
-//! connection while it waits for another.
+//! before use and an old one is replaced, as the pool does. Everything else
+//! (mutations, whose transactions take connections of their own, and
+//! subscriptions, which live long) runs statement by statement on the pool
+//! as before, so a request never holds one connection while it waits for
+//! another.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
