@@ -22,7 +22,7 @@
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
-use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Data, Executor, Request, Response, ServerError};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -45,6 +45,10 @@ pub const CACHED_QUERY_MAX: usize = 8 * 1024;
 /// The limits the guard enforces.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
+    /// Bounds on the raw text.
+    pub document: super::document::Limits,
+    /// Most fields with fragments expanded.
+    pub max_fields: usize,
     pub max_depth: usize,
     pub max_complexity: usize,
     pub max_aliases: usize,
@@ -97,21 +101,27 @@ impl Guard {
         // Longer texts are not remembered (nor copied to be).
         let to_remember =
             (!remembered && request.query.len() <= CACHED_QUERY_MAX).then(|| request.query.clone());
-        let doc = request.parsed_query().map_err(|mut e| {
-            set_code(&mut e, Code::BadUserInput);
-            e
-        })?;
-        let aliases = count_aliases(doc);
         let limits = &self.limits;
-        if aliases > limits.max_aliases {
+        if !remembered {
+            super::document::scan(&request.query, limits.document)
+                .map_err(|refused| bad_input(refused.message()))?;
+        }
+        let doc = request.parsed_query().map_err(syntax_error)?;
+        let measure = super::document::measure(doc);
+        if measure.fields > limits.max_fields {
             return Err(bad_input(format!(
-                "query uses {aliases} aliases; the limit is {}",
-                limits.max_aliases
+                "query selects {} fields with its fragments expanded; the limit is {}",
+                measure.fields, limits.max_fields
             )));
         }
-        let (depth, with_introspection) = query_depth(doc);
-        if depth > limits.max_depth
-            || with_introspection > limits.max_depth.max(INTROSPECTION_DEPTH)
+        if measure.aliases > limits.max_aliases {
+            return Err(bad_input(format!(
+                "query uses {} aliases; the limit is {}",
+                measure.aliases, limits.max_aliases
+            )));
+        }
+        if measure.depth > limits.max_depth
+            || measure.depth_all > limits.max_depth.max(INTROSPECTION_DEPTH)
         {
             return Err(bad_input(format!(
                 "query is nested too deep; the depth limit is {}",
@@ -195,6 +205,30 @@ fn bad_input(message: impl Into<String>) -> ServerError {
     e
 }
 
+/// A parse error as clients see it: where, and what was expected, without
+/// the document's text (which the parser's message quotes, a whole line of
+/// it, however long).
+fn syntax_error(e: ServerError) -> ServerError {
+    let expected = e
+        .message
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("= "))
+        .map(|x| x.chars().take(120).collect::<String>());
+    let place = e
+        .locations
+        .first()
+        .map(|p| format!(" at line {}, column {}", p.line, p.column))
+        .unwrap_or_default();
+    let message = match expected {
+        Some(x) => format!("syntax error{place}: {x}"),
+        None => format!("syntax error{place}"),
+    };
+    let mut refused = ServerError::new(message, None);
+    refused.locations = e.locations;
+    set_code(&mut refused, Code::BadUserInput);
+    refused
+}
+
 fn set_code(e: &mut ServerError, code: Code) {
     e.extensions
         .get_or_insert_with(Default::default)
@@ -232,77 +266,10 @@ fn ensure_codes(mut response: Response) -> Response {
     response
 }
 
-fn count_aliases(doc: &ExecutableDocument) -> usize {
-    fn walk(set: &SelectionSet) -> usize {
-        set.items
-            .iter()
-            .map(|item| match &item.node {
-                Selection::Field(f) => {
-                    usize::from(f.node.alias.is_some()) + walk(&f.node.selection_set.node)
-                }
-                Selection::InlineFragment(f) => walk(&f.node.selection_set.node),
-                Selection::FragmentSpread(_) => 0,
-            })
-            .sum()
-    }
-    let ops: usize = doc
-        .operations
-        .iter()
-        .map(|(_, op)| walk(&op.node.selection_set.node))
-        .sum();
-    let fragments: usize = doc
-        .fragments
-        .values()
-        .map(|f| walk(&f.node.selection_set.node))
-        .sum();
-    ops + fragments
-}
-
 /// How deep introspection may nest. GraphiQL's schema query nests deeper than
 /// any API query needs (chains of `ofType`), so introspection has a limit of
 /// its own; it is still bounded, since nested introspection can explode.
 const INTROSPECTION_DEPTH: usize = 20;
-
-/// The deepest nesting of fields in any operation, fragments expanded:
-/// `(outside introspection, everything)`.
-fn query_depth(doc: &ExecutableDocument) -> (usize, usize) {
-    fn walk(
-        doc: &ExecutableDocument,
-        set: &SelectionSet,
-        stack: &mut Vec<String>,
-    ) -> (usize, usize) {
-        let depths = set.items.iter().map(|item| match &item.node {
-            Selection::Field(f) => {
-                let (api, all) = walk(doc, &f.node.selection_set.node, stack);
-                let name = f.node.name.node.as_str();
-                if name == "__schema" || name == "__type" {
-                    (0, all + 1)
-                } else {
-                    (api + 1, all + 1)
-                }
-            }
-            Selection::InlineFragment(f) => walk(doc, &f.node.selection_set.node, stack),
-            Selection::FragmentSpread(s) => {
-                let name = s.node.fragment_name.node.to_string();
-                // A cycle is refused by validation; here it just stops.
-                match doc.fragments.get(&s.node.fragment_name.node) {
-                    Some(fragment) if !stack.contains(&name) => {
-                        stack.push(name);
-                        let d = walk(doc, &fragment.node.selection_set.node, stack);
-                        stack.pop();
-                        d
-                    }
-                    _ => (0, 0),
-                }
-            }
-        });
-        depths.fold((0, 0), |(a, b), (x, y)| (a.max(x), b.max(y)))
-    }
-    doc.operations
-        .iter()
-        .map(|(_, op)| walk(doc, &op.node.selection_set.node, &mut Vec::new()))
-        .fold((0, 0), |(a, b), (x, y)| (a.max(x), b.max(y)))
-}
 
 fn is_query_only(doc: &ExecutableDocument) -> bool {
     doc.operations
@@ -315,24 +282,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn aliases_are_counted_in_operations_and_fragments() {
-        let doc = async_graphql::parser::parse_query(
-            "query { a: viewer { id } b: viewer { x: id } ...F } fragment F on Query { c: viewer { id } }",
-        )
-        .unwrap();
-        assert_eq!(count_aliases(&doc), 4);
-        assert!(is_query_only(&doc));
-        assert_eq!(query_depth(&doc), (2, 2));
-        let intro = async_graphql::parser::parse_query(
-            "{ __schema { types { fields { type { ofType { ofType { ofType { name } } } } } } } }",
-        )
-        .unwrap();
-        assert_eq!(query_depth(&intro), (0, 8));
-        let cyclic =
-            async_graphql::parser::parse_query("{ ...A } fragment A on Query { viewer { ...A } }")
-                .unwrap();
-        assert_eq!(query_depth(&cyclic), (1, 1));
+    fn operation_kinds() {
+        let q = async_graphql::parser::parse_query("query { a: viewer { id } }").unwrap();
+        assert!(is_query_only(&q));
         let m = async_graphql::parser::parse_query("mutation { signIn }").unwrap();
         assert!(!is_query_only(&m));
+    }
+
+    #[test]
+    fn syntax_errors_name_the_place_not_the_text() {
+        let text = format!("{{ viewer {{ id {} ", "x ".repeat(500));
+        let e = async_graphql::parser::parse_query(&text).unwrap_err();
+        let e = syntax_error(e.into());
+        assert!(
+            e.message.starts_with("syntax error at line 1, column"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.len() < 200, "{}", e.message);
     }
 }

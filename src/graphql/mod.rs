@@ -2,6 +2,7 @@
 //! that refuse abusive queries before they run. The schema knows nothing of
 //! HTTP; `http.rs` feeds it requests with the viewer attached.
 
+pub mod document;
 pub mod limits;
 pub mod loaders;
 pub mod mutation;
@@ -35,6 +36,11 @@ pub fn guarded(schema: AppSchema, config: &crate::config::Config) -> limits::Gua
     limits::Guarded::new(
         schema,
         limits::Limits {
+            document: document::Limits {
+                max_tokens: config.max_query_tokens,
+                max_nesting: config.max_query_nesting,
+            },
+            max_fields: config.max_query_fields,
             max_depth: config.max_query_depth,
             max_complexity: config.max_query_complexity,
             max_aliases: config.max_aliases,
