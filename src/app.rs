@@ -11,7 +11,7 @@ use sea_orm::DatabaseConnection;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 
-use crate::auth::TokenKeys;
+use crate::auth::{Passwords, TokenKeys};
 use crate::clock::{Clock, duration_millis};
 use crate::config::Config;
 use crate::db::{self, DbStats, QueryConnections};
@@ -21,6 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
 use crate::ids::IdGenerator;
 use crate::storage::MediaStore;
+use crate::throttle::Attempts;
 use crate::{graphql, http, jobs};
 
 /// What every request, job and resolver shares. Cheap to clone.
@@ -41,6 +42,10 @@ pub struct AppState {
     /// Bounds the uploads judged at once (see `EPHEMERA_MAX_CONCURRENT_UPLOADS`).
     pub media_work: Arc<Semaphore>,
     pub media_stats: Arc<MediaStats>,
+    /// Password hashing, bounded (see [`crate::auth::Passwords`]).
+    pub passwords: Arc<Passwords>,
+    /// Password-attempt limits per client address and account.
+    pub attempts: Arc<Attempts>,
 }
 
 impl AppState {
@@ -65,6 +70,11 @@ impl AppState {
                 "EPHEMERA_HTTP_HEADER_TIMEOUT must be longer than zero",
             ));
         }
+        if config.http_body_timeout.is_zero() {
+            return Err(AppError::bad_input(
+                "EPHEMERA_HTTP_BODY_TIMEOUT must be longer than zero",
+            ));
+        }
         if config.media_unattached_ttl <= config.upload_ticket_ttl {
             return Err(AppError::bad_input(
                 "EPHEMERA_MEDIA_UNATTACHED_TTL must be longer than EPHEMERA_UPLOAD_TICKET_TTL",
@@ -75,6 +85,17 @@ impl AppState {
             media,
             media_work: Arc::new(Semaphore::new(config.max_concurrent_uploads as usize)),
             media_stats: Arc::new(MediaStats::default()),
+            passwords: Arc::new(Passwords::new(
+                match config.password_hashers {
+                    0 => std::thread::available_parallelism().map_or(2, usize::from),
+                    n => n,
+                },
+                config.password_queue,
+            )),
+            attempts: Arc::new(Attempts::new(
+                config.auth_attempts_per_address,
+                config.auth_attempts_per_account,
+            )),
             db,
             tokens: Arc::new(TokenKeys::new(
                 secret.as_bytes(),
@@ -198,8 +219,14 @@ impl App {
                 }
             }
         };
-        let timeout = self.state.config.http_header_timeout;
-        http::serve(self.listener, self.router, timeout, signal).await;
+        let config = &self.state.config;
+        let limits = http::ServeLimits {
+            header_timeout: config.http_header_timeout,
+            body_timeout: config.http_body_timeout,
+            max_connections: config.max_connections,
+            max_connections_per_address: config.max_connections_per_address,
+        };
+        http::serve(self.listener, self.router, limits, signal).await;
         if let Some(scheduler) = self.scheduler {
             scheduler.stop().await;
         }

@@ -6,6 +6,8 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
 
 use crate::clock::{Clock, Millis};
 use crate::error::{AppError, AppResult};
@@ -107,40 +109,91 @@ impl TokenKeys {
     }
 }
 
-/// Hashes a password with argon2id on the blocking thread pool.
-pub async fn hash_password(password: String) -> AppResult<String> {
-    tokio::task::spawn_blocking(move || {
-        let salt = SaltString::generate(&mut rand::rngs::OsRng);
-        Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map(|h| h.to_string())
-            .map_err(|e| AppError::internal("hashing a password", e))
-    })
-    .await
-    .map_err(|e| AppError::internal("password hashing task", e))?
+/// Password hashing and checking: argon2id on the blocking thread pool,
+/// at most `hashers` at once (each takes ~19 MiB and a core for a while).
+/// Past that, callers wait their turn; past `max_waiting` waiting, a caller
+/// is refused `RATE_LIMITED` at once instead of queueing, so a flood of
+/// sign-ins holds neither memory nor the blocking pool.
+#[derive(Debug)]
+pub struct Passwords {
+    hashers: Semaphore,
+    waiting: AtomicUsize,
+    max_waiting: usize,
 }
 
-/// Checks a password against a stored hash on the blocking thread pool. With
-/// no stored hash (unknown user) it still does the same work, so the answer
-/// takes as long either way.
-pub async fn verify_password(password: String, stored: Option<String>) -> AppResult<bool> {
-    tokio::task::spawn_blocking(move || {
-        let dummy;
-        let hash = match &stored {
-            Some(h) => h.as_str(),
-            None => {
-                dummy = dummy_hash();
-                dummy.as_str()
+impl Passwords {
+    pub fn new(hashers: usize, max_waiting: usize) -> Self {
+        Self {
+            hashers: Semaphore::new(hashers.max(1)),
+            waiting: AtomicUsize::new(0),
+            max_waiting,
+        }
+    }
+
+    /// Runs `work` on the blocking pool once a hasher is free.
+    async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> AppResult<T> + Send + 'static,
+    ) -> AppResult<T> {
+        let permit = match self.hashers.try_acquire() {
+            Ok(permit) => permit,
+            Err(_) => {
+                let waiting = self.waiting.fetch_add(1, Ordering::SeqCst);
+                let permit = if waiting >= self.max_waiting {
+                    None
+                } else {
+                    self.hashers.acquire().await.ok()
+                };
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                permit.ok_or_else(|| {
+                    AppError::rate_limited(
+                        "the server is checking too many passwords; try again shortly",
+                        std::time::Duration::from_secs(1),
+                    )
+                })?
             }
         };
-        let parsed = PasswordHash::new(hash).map_err(|e| AppError::internal("stored hash", e))?;
-        let ok = Argon2::default()
-            .verify_password(password.as_bytes(), &parsed)
-            .is_ok();
-        Ok(ok && stored.is_some())
-    })
-    .await
-    .map_err(|e| AppError::internal("password check task", e))?
+        let result = tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| AppError::internal("password hashing task", e))?;
+        drop(permit);
+        result
+    }
+
+    /// Hashes a password with argon2id.
+    pub async fn hash(&self, password: String) -> AppResult<String> {
+        self.run(move || {
+            let salt = SaltString::generate(&mut rand::rngs::OsRng);
+            Argon2::default()
+                .hash_password(password.as_bytes(), &salt)
+                .map(|h| h.to_string())
+                .map_err(|e| AppError::internal("hashing a password", e))
+        })
+        .await
+    }
+
+    /// Checks a password against a stored hash. With no stored hash
+    /// (unknown user) it still does the same work, so the answer takes as
+    /// long either way.
+    pub async fn verify(&self, password: String, stored: Option<String>) -> AppResult<bool> {
+        self.run(move || {
+            let dummy;
+            let hash = match &stored {
+                Some(h) => h.as_str(),
+                None => {
+                    dummy = dummy_hash();
+                    dummy.as_str()
+                }
+            };
+            let parsed =
+                PasswordHash::new(hash).map_err(|e| AppError::internal("stored hash", e))?;
+            let ok = Argon2::default()
+                .verify_password(password.as_bytes(), &parsed)
+                .is_ok();
+            Ok(ok && stored.is_some())
+        })
+        .await
+    }
 }
 
 fn dummy_hash() -> String {
@@ -173,17 +226,34 @@ mod tests {
 
     #[tokio::test]
     async fn passwords_verify() {
-        let hash = hash_password("correct horse".into()).await.unwrap();
+        let p = Passwords::new(1, 4);
+        let hash = p.hash("correct horse".into()).await.unwrap();
         assert!(
-            verify_password("correct horse".into(), Some(hash.clone()))
+            p.verify("correct horse".into(), Some(hash.clone()))
                 .await
                 .unwrap()
         );
-        assert!(
-            !verify_password("wrong horse".into(), Some(hash))
-                .await
-                .unwrap()
-        );
-        assert!(!verify_password("anything".into(), None).await.unwrap());
+        assert!(!p.verify("wrong horse".into(), Some(hash)).await.unwrap());
+        assert!(!p.verify("anything".into(), None).await.unwrap());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn password_work_beyond_the_queue_is_refused() {
+        let p = std::sync::Arc::new(Passwords::new(1, 2));
+        let tasks: Vec<_> = (0..12)
+            .map(|_| {
+                let p = p.clone();
+                tokio::spawn(async move { p.verify("x".into(), None).await })
+            })
+            .collect();
+        let mut refused = 0;
+        for t in tasks {
+            if let Err(e) = t.await.unwrap() {
+                assert_eq!(e.code(), crate::error::Code::RateLimited);
+                refused += 1;
+            }
+        }
+        // One hashing, two waiting: the rest are refused.
+        assert!(refused >= 12 - 3, "{refused}");
     }
 }

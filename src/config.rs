@@ -247,6 +247,21 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_MAX_BODY_BYTES", default_value_t = 1_048_576)]
     pub max_body_bytes: usize,
 
+    /// Most lexical tokens in a query document (names, punctuation, values),
+    /// counted on the raw text before it is parsed.
+    #[arg(long, env = "EPHEMERA_MAX_QUERY_TOKENS", default_value_t = 10_000)]
+    pub max_query_tokens: usize,
+
+    /// Deepest nesting of brackets (`{`, `[`, `(`) in a query document,
+    /// selections and argument values alike, checked before it is parsed.
+    #[arg(long, env = "EPHEMERA_MAX_QUERY_NESTING", default_value_t = 64)]
+    pub max_query_nesting: usize,
+
+    /// Most fields a query selects with its fragments expanded (a fragment
+    /// spread twice counts twice).
+    #[arg(long, env = "EPHEMERA_MAX_QUERY_FIELDS", default_value_t = 2_000)]
+    pub max_query_fields: usize,
+
     /// Deepest query accepted.
     #[arg(long, env = "EPHEMERA_MAX_QUERY_DEPTH", default_value_t = 12)]
     pub max_query_depth: usize,
@@ -268,6 +283,27 @@ pub struct Config {
     #[arg(long, env = "EPHEMERA_WS_INIT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub ws_init_timeout: Duration,
 
+    /// How often a websocket is pinged; one silent for three of these is closed.
+    #[arg(long, env = "EPHEMERA_WS_KEEPALIVE", default_value = "20s", value_parser = parse_duration)]
+    pub ws_keepalive: Duration,
+
+    /// Operations (subscriptions, queries) open at once on one websocket;
+    /// one more is answered with an `error` message (`RATE_LIMITED`).
+    #[arg(long, env = "EPHEMERA_WS_MAX_OPERATIONS", default_value_t = 100)]
+    pub ws_max_operations: usize,
+
+    /// Open websockets on this instance; more are refused (503, `RATE_LIMITED`).
+    #[arg(long, env = "EPHEMERA_MAX_WEBSOCKETS", default_value_t = 10_000)]
+    pub max_websockets: usize,
+
+    /// Open websockets from one client address.
+    #[arg(
+        long,
+        env = "EPHEMERA_MAX_WEBSOCKETS_PER_ADDRESS",
+        default_value_t = 64
+    )]
+    pub max_websockets_per_address: usize,
+
     /// How long a client may take to send a request's head (the first on a
     /// connection, or the next on a kept-alive one) before the connection is
     /// closed; so also how long an idle kept-alive connection stays open.
@@ -275,6 +311,54 @@ pub struct Config {
     /// balancer's, often 60 s), or that may reuse a connection just closed.
     #[arg(long, env = "EPHEMERA_HTTP_HEADER_TIMEOUT", default_value = "75s", value_parser = parse_duration)]
     pub http_header_timeout: Duration,
+
+    /// How long a request body may take to arrive, from its head on (uploads
+    /// included: 15 MiB in 2 minutes is 1 Mbit/s). A slower body fails and
+    /// its connection closes.
+    #[arg(long, env = "EPHEMERA_HTTP_BODY_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
+    pub http_body_timeout: Duration,
+
+    /// Most open connections (HTTP and websockets); more are closed as they
+    /// are accepted. Keep it under the process's file limit (`ulimit -n`).
+    #[arg(long, env = "EPHEMERA_MAX_CONNECTIONS", default_value_t = 20_000)]
+    pub max_connections: usize,
+
+    /// Most open connections from one client address (behind a proxy, every
+    /// client shares the proxy's address: raise it there).
+    #[arg(
+        long,
+        env = "EPHEMERA_MAX_CONNECTIONS_PER_ADDRESS",
+        default_value_t = 256
+    )]
+    pub max_connections_per_address: usize,
+
+    /// Passwords hashed or checked at once (argon2id: ~19 MiB and a core
+    /// each for a while); 0 means one per core. More wait their turn.
+    #[arg(long, env = "EPHEMERA_PASSWORD_HASHERS", default_value_t = 0)]
+    pub password_hashers: usize,
+
+    /// Password checks that may wait for a hasher; past that, sign-ins and
+    /// sign-ups are refused `RATE_LIMITED` at once.
+    #[arg(long, env = "EPHEMERA_PASSWORD_QUEUE", default_value_t = 64)]
+    pub password_queue: usize,
+
+    /// Password attempts (sign-in, sign-up, password change, account
+    /// deletion) a minute from one client address, in a burst or spread out.
+    #[arg(long, env = "EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", default_value_t = 30,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub auth_attempts_per_address: u32,
+
+    /// Sign-in attempts a minute on one account, from anywhere.
+    #[arg(long, env = "EPHEMERA_AUTH_ATTEMPTS_PER_ACCOUNT", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub auth_attempts_per_account: u32,
+
+    /// Proxies in front of this server whose `X-Forwarded-For` is trusted:
+    /// 0 (the default) ignores the header and uses the peer address; N takes
+    /// the client address N entries from the right of the header (each
+    /// proxy appends the address it was reached from).
+    #[arg(long, env = "EPHEMERA_TRUSTED_PROXIES", default_value_t = 0)]
+    pub trusted_proxies: usize,
 
     /// Events buffered per subscriber before a slow one starts skipping.
     #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]

@@ -43,6 +43,9 @@ impl Code {
 pub struct AppError {
     code: Code,
     message: String,
+    /// With `RATE_LIMITED`: seconds after which a retry may succeed
+    /// (`extensions.retryAfter`).
+    retry_after: Option<u64>,
 }
 
 /// The message every internal failure shows to clients.
@@ -53,6 +56,17 @@ impl AppError {
         Self {
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Too much of something: try again in `retry_after` (whole seconds,
+    /// rounded up, at least 1).
+    pub fn rate_limited(message: impl Into<String>, retry_after: std::time::Duration) -> Self {
+        let secs = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+        Self {
+            retry_after: Some(secs.max(1)),
+            ..Self::new(Code::RateLimited, message)
         }
     }
 
@@ -103,11 +117,12 @@ impl AppError {
     /// The error as a GraphQL response error object (for responses built
     /// outside the executor, such as a malformed request body).
     pub fn to_graphql_json(&self) -> serde_json::Value {
+        let mut extensions = serde_json::json!({ "code": self.code.as_str() });
+        if let Some(secs) = self.retry_after {
+            extensions["retryAfter"] = secs.into();
+        }
         serde_json::json!({
-            "errors": [{
-                "message": self.message,
-                "extensions": { "code": self.code.as_str() }
-            }]
+            "errors": [{ "message": self.message, "extensions": extensions }]
         })
     }
 }
@@ -137,7 +152,13 @@ impl From<AppError> for async_graphql::Error {
     fn from(err: AppError) -> Self {
         use async_graphql::ErrorExtensions;
         let code = err.code.as_str();
-        async_graphql::Error::new(err.message).extend_with(|_, ext| ext.set("code", code))
+        let retry_after = err.retry_after;
+        async_graphql::Error::new(err.message).extend_with(|_, ext| {
+            ext.set("code", code);
+            if let Some(secs) = retry_after {
+                ext.set("retryAfter", secs);
+            }
+        })
     }
 }
 

@@ -53,13 +53,26 @@ impl StatusCreated {
 #[derive(Clone, Debug)]
 pub struct EventBus {
     sender: broadcast::Sender<Event>,
+    /// Accounts whose sessions must end now (deleted), for open websockets.
+    ended: broadcast::Sender<i64>,
 }
 
 impl EventBus {
     /// A bus that buffers up to `capacity` events for each subscriber.
     pub fn new(capacity: usize) -> Self {
         let (sender, _) = broadcast::channel(capacity.max(1));
-        Self { sender }
+        let (ended, _) = broadcast::channel(1024);
+        Self { sender, ended }
+    }
+
+    /// Tells this instance's open websockets that `user`'s sessions are over.
+    pub fn end_account(&self, user: i64) {
+        let _ = self.ended.send(user);
+    }
+
+    /// Accounts ended from now on.
+    pub fn ended_accounts(&self) -> broadcast::Receiver<i64> {
+        self.ended.subscribe()
     }
 
     /// Sends an event to everyone subscribed now. Never blocks.

@@ -14,20 +14,19 @@
 mod media;
 mod multipart;
 mod serve;
+mod ws;
 
-pub use serve::serve;
+pub use serve::{Peer, ServeLimits, serve};
 
-use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
-use async_graphql::{BatchRequest, BatchResponse, Data, Executor};
-use async_graphql_axum::{GraphQLProtocol, GraphQLWebSocket};
+use async_graphql::http::WebSocketProtocols;
+use async_graphql::{BatchRequest, BatchResponse, Executor};
 use axum::body::Bytes;
-use axum::extract::ws::{CloseFrame, Message, WebSocketUpgrade};
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use futures_util::{SinkExt, StreamExt};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
@@ -37,11 +36,14 @@ use crate::error::AppError;
 use crate::graphql::limits::{Guarded, ViaGet};
 use crate::graphql::loaders::Loaders;
 use crate::graphql::{self, AppSchema};
+use crate::throttle::{ClientAddr, PasswordBudget};
 
 #[derive(Clone)]
 struct HttpState {
     app: AppState,
     schema: Guarded,
+    /// Open websockets, overall and per client address.
+    websockets: serve::Counter,
 }
 
 /// The router of the whole server.
@@ -58,6 +60,7 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         .with_state(HttpState {
             schema: graphql::guarded(schema, &app.config),
             app,
+            websockets: serve::Counter::default(),
         })
         .layer(DefaultBodyLimit::max(config.max_body_bytes))
         .layer(TraceLayer::new_for_http());
@@ -98,13 +101,62 @@ fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, AppError> {
         .viewer_from_header(header, &state.app.clock)
 }
 
-/// Attaches what resolvers read per request: the viewer and fresh loaders.
+/// Who is calling: the viewer, the client's address, and the password
+/// check the HTTP request (all operations of a batch together) may spend.
+#[derive(Clone)]
+struct Caller {
+    viewer: Viewer,
+    client: Option<ClientAddr>,
+    budget: PasswordBudget,
+}
+
+impl Caller {
+    fn new(state: &HttpState, headers: &HeaderMap, peer: Option<Peer>) -> Result<Self, AppError> {
+        Ok(Self {
+            viewer: viewer(state, headers)?,
+            client: client_addr(headers, peer, state.app.config.trusted_proxies),
+            budget: PasswordBudget::default(),
+        })
+    }
+}
+
+/// The client's address: the peer's, or with `trusted` proxies in front,
+/// the entry of `X-Forwarded-For` that many places from the right (each
+/// proxy appends the address that reached it, so entries further left are
+/// whatever the client claimed).
+fn client_addr(headers: &HeaderMap, peer: Option<Peer>, trusted: usize) -> Option<ClientAddr> {
+    let peer = peer.map(|Peer(ip)| ClientAddr(ip));
+    if trusted == 0 {
+        return peer;
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    let index = hops.len().checked_sub(trusted)?;
+    hops.get(index)
+        .and_then(|h| h.parse().ok())
+        .map(ClientAddr)
+        .or(peer)
+}
+
+/// Attaches what resolvers read per request: the caller and fresh loaders.
 fn with_context(
     state: &HttpState,
     request: async_graphql::Request,
-    viewer: Viewer,
+    caller: &Caller,
 ) -> async_graphql::Request {
-    request.data(viewer).data(Loaders::per_request(&state.app))
+    let request = request
+        .data(caller.viewer)
+        .data(caller.budget.clone())
+        .data(Loaders::per_request(&state.app));
+    match caller.client {
+        Some(client) => request.data(client),
+        None => request,
+    }
 }
 
 /// Initial read buffer of a websocket (it grows for a larger message).
@@ -147,12 +199,13 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
             );
         }
     }
-    let viewer = match viewer(&state, &headers) {
-        Ok(v) => v,
+    let peer = request.extensions().get::<Peer>().copied();
+    let caller = match Caller::new(&state, &headers, peer) {
+        Ok(c) => c,
         Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
     let batch = if is_multipart {
-        if viewer == Viewer::Anonymous {
+        if caller.viewer == Viewer::Anonymous {
             return error_response(StatusCode::UNAUTHORIZED, &AppError::sign_in_required());
         }
         let limits = multipart::Limits {
@@ -189,7 +242,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
     };
     let max = state.app.config.max_batch;
     let batch = match batch {
-        BatchRequest::Single(r) => BatchRequest::Single(with_context(&state, r, viewer)),
+        BatchRequest::Single(r) => BatchRequest::Single(with_context(&state, r, &caller)),
         BatchRequest::Batch(rs) if rs.len() > max => {
             return error_response(
                 StatusCode::BAD_REQUEST,
@@ -201,7 +254,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
         }
         BatchRequest::Batch(rs) => BatchRequest::Batch(
             rs.into_iter()
-                .map(|r| with_context(&state, r, viewer))
+                .map(|r| with_context(&state, r, &caller))
                 .collect(),
         ),
     };
@@ -239,8 +292,9 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
     if is_upgrade {
         return websocket(state, request).await;
     }
-    let viewer = match viewer(&state, request.headers()) {
-        Ok(v) => v,
+    let peer = request.extensions().get::<Peer>().copied();
+    let caller = match Caller::new(&state, request.headers(), peer) {
+        Ok(c) => c,
         Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
     let query = request.uri().query().unwrap_or_default();
@@ -255,34 +309,64 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
     };
     let response = state
         .schema
-        .execute(with_context(&state, gql, viewer).data(ViaGet))
+        .execute(with_context(&state, gql, &caller).data(ViaGet))
         .await;
     Json(response).into_response()
 }
 
 async fn websocket(state: HttpState, request: Request) -> Response {
     let (mut parts, _body) = request.into_parts();
-    let protocol = match GraphQLProtocol::from_request_parts(&mut parts, &()).await {
-        Ok(p) => p,
-        Err(status) => {
-            return error_response(
-                status,
-                &AppError::bad_input(
-                    "Sec-WebSocket-Protocol must be graphql-transport-ws or graphql-ws",
-                ),
-            );
-        }
+    let protocol = parts
+        .headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|p| p.trim().parse::<WebSocketProtocols>().ok());
+    let Some(protocol) = protocol else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &AppError::bad_input(
+                "Sec-WebSocket-Protocol must be graphql-transport-ws or graphql-ws",
+            ),
+        );
     };
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(u) => u,
         Err(rejection) => return rejection.into_response(),
     };
-    let HttpState { app, schema } = state;
+    let peer = parts.extensions.get::<Peer>().copied();
+    let client = client_addr(&parts.headers, peer, state.app.config.trusted_proxies);
+    let HttpState {
+        app,
+        schema,
+        websockets,
+    } = state;
+    let config = &app.config;
+    let admitted = match client {
+        Some(ClientAddr(ip)) => {
+            websockets.admit(ip, config.max_websockets, config.max_websockets_per_address)
+        }
+        None => None,
+    };
+    let Some(admitted) = admitted else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &AppError::rate_limited(
+                "too many open websockets; try again later",
+                std::time::Duration::from_secs(5),
+            ),
+        );
+    };
+    let limits = ws::WsLimits {
+        init_timeout: config.ws_init_timeout,
+        keepalive: config.ws_keepalive,
+        max_operations: config.ws_max_operations,
+    };
     // A websocket message is held to the same cap as a request body.
-    let max = app.config.max_body_bytes;
-    let init_timeout = app.config.ws_init_timeout;
+    let max = config.max_body_bytes;
     upgrade
-        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .protocols([protocol.sec_websocket_protocol()])
         .max_message_size(max)
         .max_frame_size(max)
         // Small buffers that grow when a message needs them: an idle
@@ -292,57 +376,20 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         .read_buffer_size(WS_READ_BUFFER)
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
-            let (mut sink, mut stream) = socket.split();
-            // The first message (connection_init) must come in time; what
-            // came before it (pings) and it are handed on unread.
-            let Some(early) = first_message(&mut stream, init_timeout).await else {
-                let close = CloseFrame {
-                    code: 4408,
-                    reason: "Connection initialisation timeout".into(),
-                };
-                let _ = sink.send(Message::Close(Some(close))).await;
-                return;
-            };
-            let stream = futures_util::stream::iter(early.into_iter().map(Ok)).chain(stream);
-            GraphQLWebSocket::new_with_pair(sink, stream, schema, protocol)
-                .on_connection_init(move |payload| async move {
+            let session = ws::Session {
+                ended: app.events.ended_accounts(),
+                client,
+                authenticate: |payload: serde_json::Value| {
                     let header = payload
                         .get("authorization")
                         .or_else(|| payload.get("Authorization"))
                         .and_then(|v| v.as_str());
-                    let viewer = app.tokens.viewer_from_header(header, &app.clock)?;
-                    let mut data = Data::default();
-                    data.insert(viewer);
-                    Ok(data)
-                })
-                .serve()
-                .await;
+                    app.tokens.viewer_from_header(header, &app.clock)
+                },
+            };
+            ws::serve(socket, protocol, schema, limits, session).await;
+            drop(admitted);
         })
-}
-
-/// Reads a websocket until its first text or binary message, within
-/// `timeout`; returns what it read, or `None` if the time ran out or the
-/// client left first.
-async fn first_message<S>(stream: &mut S, timeout: std::time::Duration) -> Option<Vec<Message>>
-where
-    S: futures_util::Stream<Item = Result<Message, axum::Error>> + Unpin,
-{
-    let mut early = Vec::new();
-    let read = async {
-        while let Some(Ok(message)) = stream.next().await {
-            let data = matches!(message, Message::Text(_) | Message::Binary(_));
-            let closing = matches!(message, Message::Close(_));
-            early.push(message);
-            if data || closing {
-                return true;
-            }
-        }
-        false
-    };
-    match tokio::time::timeout(timeout, read).await {
-        Ok(true) => Some(early),
-        _ => None,
-    }
 }
 
 async fn health(State(state): State<HttpState>) -> Response {

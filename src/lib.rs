@@ -16,3 +16,4 @@ pub mod ids;
 pub mod jobs;
 pub mod signing;
 pub mod storage;
+pub mod throttle;

@@ -88,6 +88,12 @@ impl Bench {
             ("EPHEMERA_JWT_SECRET", SECRET.to_owned()),
             ("EPHEMERA_JOBS", "false".to_owned()),
             ("EPHEMERA_LOG", "warn".to_owned()),
+            // The harness is one client address with many connections.
+            ("EPHEMERA_MAX_CONNECTIONS", "100000".to_owned()),
+            ("EPHEMERA_MAX_CONNECTIONS_PER_ADDRESS", "100000".to_owned()),
+            ("EPHEMERA_MAX_WEBSOCKETS", "100000".to_owned()),
+            ("EPHEMERA_MAX_WEBSOCKETS_PER_ADDRESS", "100000".to_owned()),
+            ("EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", "1000000".to_owned()),
         ]
     }
 }

@@ -36,11 +36,7 @@ pub fn normalize_name(name: &str) -> AppResult<(String, String)> {
             "placeName must be at most 200 characters",
         ));
     }
-    if name.chars().any(char::is_control) {
-        return Err(AppError::bad_input(
-            "placeName must not contain control characters",
-        ));
-    }
+    super::check_stored_text(&name, "placeName", false)?;
     let key = name.to_lowercase();
     Ok((name, key))
 }

@@ -28,7 +28,8 @@ pub enum Scope {
 }
 
 /// Free text of at most `max` characters (named `field` in the error); a
-/// blank one counts as none.
+/// blank one counts as none. Line breaks and tabs are kept; what
+/// [`check_stored_text`] refuses is refused.
 pub fn normalize_text(text: Option<String>, field: &str, max: usize) -> AppResult<Option<String>> {
     let Some(text) = text.filter(|c| !c.trim().is_empty()) else {
         return Ok(None);
@@ -38,7 +39,38 @@ pub fn normalize_text(text: Option<String>, field: &str, max: usize) -> AppResul
             "{field} must be at most {max} characters"
         )));
     }
+    check_stored_text(&text, field, true)?;
     Ok(Some(text))
+}
+
+/// The one rule for what a stored string may contain, the same on both
+/// databases: no NUL (PostgreSQL cannot store it), no other control
+/// character (tabs and line breaks only where `multiline`), and no bidi
+/// embedding, override or isolate (U+202A–U+202E, U+2066–U+2069), with which
+/// a caption or name can display as something other than what it is. Plain
+/// right-to-left text needs none of them (the marks U+200E/U+200F are kept).
+pub fn check_stored_text(text: &str, field: &str, multiline: bool) -> AppResult<()> {
+    for c in text.chars() {
+        let allowed_space = multiline && matches!(c, '\n' | '\r' | '\t');
+        if c.is_control() && !allowed_space {
+            return Err(AppError::bad_input(format!(
+                "{field} must not contain control characters"
+            )));
+        }
+        if matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+            return Err(AppError::bad_input(format!(
+                "{field} must not contain bidirectional override characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `key` can name anything stored: a looked-up string that breaks
+/// [`check_stored_text`] (a NUL, say) matches nothing, and is not sent to
+/// the database (PostgreSQL refuses a NUL in any text it is given).
+pub fn may_match_stored(key: &str) -> bool {
+    check_stored_text(key, "key", true).is_ok()
 }
 
 /// What a batched job run did.

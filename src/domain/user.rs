@@ -6,10 +6,10 @@ use sea_orm::{ActiveModelTrait, ConnectionTrait, FromQueryResult, Set};
 
 use super::page::{Key, Page, PageQuery};
 use crate::app::AppState;
-use crate::auth;
 use crate::db::{self, is_unique_violation};
 use crate::entity::user;
 use crate::error::{AppError, AppResult};
+use crate::throttle::ClientAddr;
 
 /// What anyone may read about a user.
 #[derive(Clone, Debug, PartialEq, Eq, FromQueryResult)]
@@ -69,11 +69,7 @@ pub fn normalize_display_name(name: Option<String>) -> AppResult<Option<String>>
             "displayName must be at most 64 characters",
         ));
     }
-    if name.chars().any(char::is_control) {
-        return Err(AppError::bad_input(
-            "displayName must not contain control characters",
-        ));
-    }
+    super::check_stored_text(&name, "displayName", false)?;
     Ok(Some(name))
 }
 
@@ -93,15 +89,21 @@ pub struct Session {
 }
 
 /// Creates an account. A taken username (whatever its case) is `BAD_USER_INPUT`.
-pub async fn sign_up(app: &AppState, input: SignUp) -> AppResult<Session> {
+/// Counts as a password attempt from `client`.
+pub async fn sign_up(
+    app: &AppState,
+    input: SignUp,
+    client: Option<ClientAddr>,
+) -> AppResult<Session> {
     validate_username(&input.username)?;
     validate_password(&input.password)?;
     let display_name = normalize_display_name(input.display_name)?;
+    app.attempts.attempt(client, None)?;
     let key = input.username.to_ascii_lowercase();
     if find_by_username(&app.db, &key).await?.is_some() {
         return Err(taken());
     }
-    let password_hash = auth::hash_password(input.password).await?;
+    let password_hash = app.passwords.hash(input.password).await?;
     let now = app.clock.now();
     let model = user::ActiveModel {
         id: Set(app.ids.next_id()),
@@ -130,11 +132,19 @@ fn taken() -> AppError {
 }
 
 /// Signs in. A wrong password and an unknown user give the same error.
-pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppResult<Session> {
-    let found = if password.chars().count() > MAX_PASSWORD {
+/// Attempts are limited per client address and per account name.
+pub async fn sign_in(
+    app: &AppState,
+    username: &str,
+    password: String,
+    client: Option<ClientAddr>,
+) -> AppResult<Session> {
+    let key = username.trim().to_ascii_lowercase();
+    let key = key.chars().take(64).collect::<String>();
+    app.attempts.attempt(client, Some(&key))?;
+    let found = if password.chars().count() > MAX_PASSWORD || !super::may_match_stored(&key) {
         None
     } else {
-        let key = username.trim().to_ascii_lowercase();
         db::fetch_one::<user::Model, _>(
             &app.db,
             "SELECT * FROM users WHERE username_key = $1",
@@ -142,8 +152,10 @@ pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppRes
         )
         .await?
     };
-    let ok =
-        auth::verify_password(password, found.as_ref().map(|u| u.password_hash.clone())).await?;
+    let ok = app
+        .passwords
+        .verify(password, found.as_ref().map(|u| u.password_hash.clone()))
+        .await?;
     match found {
         Some(user) if ok => Ok(Session {
             token: app.tokens.issue(user.id, app.clock.now())?,
@@ -159,7 +171,12 @@ pub async fn sign_in(app: &AppState, username: &str, password: String) -> AppRes
 /// moments they liked lose that like, then the user row goes and its
 /// statuses, moments, likes, media, tray entry, seen rows and friendships go
 /// with it by cascade. Tokens of the account stop working.
-pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppResult<()> {
+pub async fn delete_account(
+    app: &AppState,
+    id: i64,
+    password: String,
+    client: Option<ClientAddr>,
+) -> AppResult<()> {
     let found: Option<user::Model> = db::fetch_one(
         &app.db,
         "SELECT * FROM users WHERE id = $1",
@@ -169,8 +186,12 @@ pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppRes
     let Some(found) = found else {
         return Err(gone());
     };
+    app.attempts.attempt(client, Some(&found.username_key))?;
     let ok = password.chars().count() <= MAX_PASSWORD
-        && auth::verify_password(password, Some(found.password_hash)).await?;
+        && app
+            .passwords
+            .verify(password, Some(found.password_hash))
+            .await?;
     if !ok {
         return Err(AppError::forbidden("wrong password"));
     }
@@ -196,6 +217,7 @@ pub async fn delete_account(app: &AppState, id: i64, password: String) -> AppRes
         return Err(gone());
     }
     txn.commit().await?;
+    app.events.end_account(id);
     Ok(())
 }
 
@@ -218,6 +240,9 @@ pub async fn find_by_username<C: ConnectionTrait>(
     db: &C,
     username: &str,
 ) -> AppResult<Option<Profile>> {
+    if !super::may_match_stored(username) {
+        return Ok(None);
+    }
     db::fetch_one(
         db,
         &format!("SELECT {PROFILE_COLUMNS} FROM users u WHERE u.username_key = $1"),

@@ -1,5 +1,6 @@
 //! The accept loop: HTTP/1.1 connections (websocket upgrades included)
-//! served by hyper, with a deadline for each request head.
+//! served by hyper, with a deadline for each request head and each request
+//! body, and caps on connections overall and per client address.
 //!
 //! `axum::serve` gives hyper no timer, so a client could hold a connection
 //! open forever by sending a request head a byte at a time, or by opening a
@@ -7,27 +8,155 @@
 //! sockets. Here every request head (the first on a connection and each
 //! later one on a kept-alive connection) must arrive within
 //! `EPHEMERA_HTTP_HEADER_TIMEOUT`, or the connection is closed; that also
-//! closes idle kept-alive connections after that long. Bodies are bounded
-//! by size elsewhere; uploads may be slow, so they have no deadline here.
+//! closes idle kept-alive connections after that long. A request body must
+//! arrive whole within `EPHEMERA_HTTP_BODY_TIMEOUT` of its head (bodies are
+//! bounded by size elsewhere): one trickled a byte at a time fails its read
+//! when the time is up, and the connection closes with the response.
+//!
+//! A connection over `EPHEMERA_MAX_CONNECTIONS`, or over
+//! `EPHEMERA_MAX_CONNECTIONS_PER_ADDRESS` from one peer address, is closed
+//! as soon as it is accepted, so that one client cannot take every socket
+//! the process may open. Each request carries its peer's address
+//! ([`Peer`]) for the limits that count per client.
 //!
 //! Shutdown works as `axum::serve`'s: stop accepting, let each connection
 //! finish the requests it has begun, then return.
 
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
+use hyper::body::{Frame, Incoming};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tower::ServiceExt;
+
+/// The address a request's connection comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer(pub IpAddr);
+
+/// Limits of the accept loop.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeLimits {
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+    pub max_connections_per_address: usize,
+}
+
+/// Open things (connections, websockets), counted overall and per peer
+/// address, each admitted only under both caps.
+#[derive(Clone, Default)]
+pub struct Counter {
+    open: Arc<Mutex<Open>>,
+}
+
+#[derive(Default)]
+struct Open {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+impl Counter {
+    /// Counts one more from `addr` while the returned guard lives, or
+    /// `None` if that would pass `max_total` or `max_per_address`.
+    pub fn admit(
+        &self,
+        addr: IpAddr,
+        max_total: usize,
+        max_per_address: usize,
+    ) -> Option<Admitted> {
+        let mut o = self.open.lock().ok()?;
+        let from_addr = o.by_address.get(&addr).copied().unwrap_or(0);
+        if o.total >= max_total || from_addr >= max_per_address {
+            return None;
+        }
+        o.total += 1;
+        o.by_address.insert(addr, from_addr + 1);
+        Some(Admitted {
+            open: self.open.clone(),
+            addr,
+        })
+    }
+}
+
+/// One admitted by a [`Counter`], counted until dropped.
+pub struct Admitted {
+    open: Arc<Mutex<Open>>,
+    addr: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Ok(mut o) = self.open.lock() {
+            o.total = o.total.saturating_sub(1);
+            if let Some(n) = o.by_address.get_mut(&self.addr) {
+                *n -= 1;
+                if *n == 0 {
+                    o.by_address.remove(&self.addr);
+                }
+            }
+        }
+    }
+}
+
+/// A request body that fails once its deadline has passed.
+struct Deadline {
+    inner: Incoming,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// The error a body past its deadline reads as.
+#[derive(Debug)]
+pub struct BodyTimedOut;
+
+impl std::fmt::Display for BodyTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request body did not arrive in time")
+    }
+}
+
+impl std::error::Error for BodyTimedOut {}
+
+impl hyper::body::Body for Deadline {
+    type Data = axum::body::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        match self.sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimedOut)))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 /// Serves `router` on `listener` until `signal` completes, then waits for
 /// the connections' requests in progress.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
-    header_timeout: Duration,
+    limits: ServeLimits,
     signal: impl Future<Output = ()> + Send + 'static,
 ) {
     // Dropped when the signal comes: each connection then shuts down
@@ -42,12 +171,13 @@ pub async fn serve(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(limits.header_timeout);
+    let open = Counter::default();
 
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     accept_failed(e).await;
                     continue;
@@ -55,10 +185,23 @@ pub async fn serve(
             },
             () = signal_tx.closed() => break,
         };
+        let admitted = open.admit(
+            peer.ip(),
+            limits.max_connections,
+            limits.max_connections_per_address,
+        );
+        let Some(admitted) = admitted else {
+            tracing::debug!(%peer, "connection refused: connection cap reached");
+            continue;
+        };
         // A response goes out in one write; don't hold its last segment
         // back waiting for an acknowledgement.
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
+        let router = router.clone();
+        let body_timeout = limits.body_timeout;
+        let service = hyper::service::service_fn(move |request| {
+            router.clone().oneshot(prepare(request, peer, body_timeout))
+        });
         let builder = builder.clone();
         let signal_tx = signal_tx.clone();
         let close_rx = close_rx.clone();
@@ -84,11 +227,29 @@ pub async fn serve(
                 }
             }
             drop(close_rx);
+            drop(admitted);
         });
     }
     drop(close_rx);
     drop(listener);
     close_tx.closed().await;
+}
+
+/// A request as the router takes it: tagged with its peer, its body under
+/// a deadline.
+fn prepare(
+    request: hyper::Request<Incoming>,
+    peer: SocketAddr,
+    body_timeout: Duration,
+) -> axum::extract::Request {
+    let mut request = request.map(|inner| {
+        Body::new(Deadline {
+            inner,
+            sleep: Box::pin(tokio::time::sleep(body_timeout)),
+        })
+    });
+    request.extensions_mut().insert(Peer(peer.ip()));
+    request
 }
 
 /// After a failed `accept`: a failed connection is the client's business;

@@ -8,6 +8,7 @@ mod support;
 
 mod auth;
 mod friends;
+mod hostile;
 mod http;
 mod likes;
 mod limits;

@@ -186,6 +186,10 @@ impl TestApp {
             jwt_secret: Some(JWT_SECRET.into()),
             jobs: false,
             db_pool: 5,
+            // Tests sign up many users from one address; the hostile-client
+            // tests set these low again.
+            auth_attempts_per_address: 1_000_000,
+            auth_attempts_per_account: 1_000_000,
             ..Config::default()
         };
         if let Some(s3) = &s3 {

@@ -1,0 +1,687 @@
+//! Hostile clients: each attack of the hostile-client report, and variants
+//! of it, sent as an attacker would, over POST, GET and websockets. Each
+//! test asserts the refusal (a contract code, or the HTTP status the
+//! GraphQL-over-HTTP spec gives), that nothing was stored that should not
+//! be, and that the same process still serves.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::both_backends;
+use crate::support::ws::{Protocol, WsClient};
+use crate::support::{Backend, TestApp, error_code};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// The server still answers `/healthz` and a query.
+async fn still_serving(app: &TestApp) {
+    let health = app
+        .http
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .expect("healthz answers");
+    assert_eq!(health.status(), 200);
+    let data = app.ok(None, "{ __typename }", json!({})).await;
+    assert_eq!(data["__typename"], "Query");
+}
+
+/// A websocket speaking `protocol`, nothing sent yet.
+async fn raw_socket(app: &TestApp, protocol: &str) -> Socket {
+    let mut request = app.ws_url.as_str().into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("Sec-WebSocket-Protocol", protocol.parse().unwrap());
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
+/// The close code the server ends `socket` with (within 30 s).
+async fn close_code(socket: &mut Socket) -> Option<u16> {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(Ok(message)) = socket.next().await {
+            if let Message::Close(frame) = message {
+                return frame.map(|f| u16::from(f.code));
+            }
+        }
+        None
+    })
+    .await
+    .expect("the server closes the socket")
+}
+
+fn first_message(resp: &Value) -> &str {
+    resp["errors"][0]["message"].as_str().unwrap_or_default()
+}
+
+/// Values and selections nested thousands deep, sent every way a document
+/// reaches the server: refused by the nesting limit before the parser
+/// recurses, with the message naming the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deeply_nested_documents_are_refused_not_run() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let n = 1_700;
+    let lists = format!("{{__typename(x:{}1{})}}", "[".repeat(n), "]".repeat(n));
+    let objects = format!("{{__typename(x:{}1{})}}", "{a:".repeat(n), "}".repeat(n));
+    let selections = format!("{}{}", "{a".repeat(n), "}".repeat(n));
+    let directive = format!(
+        "{{__typename @skip(if:{}true{})}}",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    let variable_default = format!(
+        "query($v: [Int] = {}1{}) {{ __typename }}",
+        "[".repeat(n),
+        "]".repeat(n)
+    );
+    for doc in [&lists, &objects, &selections, &directive, &variable_default] {
+        // POST
+        let resp = app.gql(None, doc, json!({})).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+        assert!(
+            first_message(&resp).contains("nesting limit is 64"),
+            "{resp}"
+        );
+        // GET
+        let resp: Value = app
+            .http
+            .get(format!("{}/graphql", app.base))
+            .query(&[("query", doc.as_str())])
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    }
+    // Over a websocket, for both protocols.
+    for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
+        let (mut ws, ack) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
+        assert_eq!(ack["type"], "connection_ack");
+        ws.subscribe("1", &lists, json!({})).await;
+        let payload = ws.next_payload().await;
+        assert_eq!(error_code(&payload), "BAD_USER_INPUT", "{payload}");
+        assert_eq!(ws.next_message().await.unwrap()["type"], "complete");
+        // The socket still works.
+        ws.subscribe("2", "{ __typename }", json!({})).await;
+        assert_eq!(ws.next_payload().await["data"]["__typename"], "Query");
+    }
+    // Variables nested past what the JSON reader takes: a malformed request.
+    let deep_json = format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let body = format!(
+        "{{\"query\":\"query($v:[Int]){{__typename}}\",\"variables\":{{\"v\":{deep_json}}}}}"
+    );
+    let resp = app
+        .http
+        .post(format!("{}/graphql", app.base))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// Fragments that spread each other twice (or three times) expand to
+/// millions of fields from a few hundred bytes: refused by their expanded
+/// size, measured once per fragment, before validation expands them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fragment_bombs_are_refused_by_their_expanded_size() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    for (fragments, spreads) in [(24, 2), (40, 2), (30, 3), (60, 2)] {
+        let mut doc = String::from("query { ...F0 }");
+        for i in 0..fragments {
+            let spread = format!(" ...F{}", i + 1);
+            doc.push_str(&format!(
+                " fragment F{i} on Query {{{}}}",
+                spread.repeat(spreads)
+            ));
+        }
+        doc.push_str(&format!(" fragment F{fragments} on Query {{ __typename }}"));
+        let resp = app.gql(None, &doc, json!({})).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+        assert!(first_message(&resp).contains("the limit is 2000"), "{resp}");
+    }
+    // Through nested fields instead of the root: the same.
+    let mut doc = String::from("query { viewer { ...U0 } }");
+    for i in 0..30 {
+        doc.push_str(&format!(
+            " fragment U{i} on User {{ ...U{} ...U{} }}",
+            i + 1,
+            i + 1
+        ));
+    }
+    doc.push_str(" fragment U30 on User { id }");
+    let resp = app.gql(None, &doc, json!({})).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    // And over a websocket.
+    let (mut ws, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    ws.subscribe("1", &doc, json!({})).await;
+    assert_eq!(error_code(&ws.next_payload().await), "BAD_USER_INPUT");
+    // Below the limit, fragments work as ever.
+    let data = app
+        .ok(
+            None,
+            "query { ...A ...A } fragment A on Query { __typename ...B } fragment B on Query { t: __typename }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["t"], "Query");
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// A document of too many tokens, however cheap each, is refused on its
+/// text; a syntax error names its place, not the document.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_floods_and_syntax_errors() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let many = format!("{{ {} }}", "__typename ".repeat(12_000));
+    let resp = app.gql(None, &many, json!({})).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    assert!(first_message(&resp).contains("too many tokens"), "{resp}");
+    // Directives and commas count too.
+    let directives = format!("{{ __typename {} }}", "@skip(if: false) ".repeat(3_000));
+    let resp = app.gql(None, &directives, json!({})).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+
+    let secret = "x".repeat(5_000);
+    let broken = format!("{{ viewer {{ id {secret} ");
+    let resp = app.gql(None, &broken, json!({})).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    let message = first_message(&resp);
+    assert!(
+        message.starts_with("syntax error at line 1, column"),
+        "{message}"
+    );
+    assert!(
+        !resp.to_string().contains(&secret[..100]),
+        "the query is echoed"
+    );
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+const SIGN_IN: &str = "mutation($u: String!, $p: String!) { signIn(input: { username: $u, password: $p }) { token } }";
+
+/// One password check per request, however batched or aliased.
+async fn one_password_check_per_request(app: &TestApp) {
+    let u = app.sign_up("pat").await;
+    let aliased: String = (0..5)
+        .map(|i| {
+            format!(
+                "a{i}: signIn(input: {{ username: \"pat\", password: \"wrong-{i}\" }}) {{ token }} "
+            )
+        })
+        .collect();
+    let resp = app
+        .gql(None, &format!("mutation {{ {aliased} }}"), json!({}))
+        .await;
+    let errors = resp["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 5, "{resp}");
+    let codes: Vec<&str> = errors
+        .iter()
+        .map(|e| e["extensions"]["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == "UNAUTHENTICATED").count(),
+        1,
+        "{resp}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == "RATE_LIMITED").count(),
+        4,
+        "{resp}"
+    );
+
+    let op = json!({ "query": SIGN_IN, "variables": { "u": "pat", "p": "password123" } });
+    let (status, batch) = app.post(None, &json!(vec![op; 10])).await;
+    assert_eq!(status, 200);
+    let batch = batch.as_array().unwrap();
+    assert!(batch[0]["data"]["signIn"]["token"].is_string(), "{batch:?}");
+    for answer in &batch[1..] {
+        assert_eq!(error_code(answer), "RATE_LIMITED", "{answer}");
+        assert!(
+            answer["errors"][0]["extensions"]["retryAfter"]
+                .as_u64()
+                .unwrap()
+                >= 1
+        );
+    }
+    // Sign-up and account deletion share the budget.
+    let mixed = "mutation { signUp(input: { username: \"pat2\", password: \"password123\" }) { token } \
+         deleteAccount(password: \"password123\") }";
+    let resp = app.gql(u.token(), mixed, json!({})).await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM users WHERE username_key = 'pat'")
+            .await,
+        1,
+        "the account was not deleted"
+    );
+}
+
+both_backends!(one_password_check_per_request, nul_and_control_characters);
+
+async fn attempts_are_limited(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.auth_attempts_per_address = 4;
+        c.auth_attempts_per_account = 1_000;
+    })
+    .await;
+    app.sign_up("quinn").await; // 1
+    let try_sign_in = |xff: &'static str, user: &'static str| {
+        let app = &app;
+        async move {
+            app.http
+                .post(format!("{}/graphql", app.base))
+                .header("x-forwarded-for", xff)
+                .json(
+                    &json!({ "query": SIGN_IN, "variables": { "u": user, "p": "wrong-password" } }),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(
+            error_code(&try_sign_in("10.0.0.1", "quinn").await),
+            "UNAUTHENTICATED"
+        );
+    }
+    // The fifth attempt from this address, whatever the account or the
+    // X-Forwarded-For it claims (not trusted by default).
+    for (xff, user) in [
+        ("10.0.0.1", "quinn"),
+        ("10.0.0.2", "other"),
+        ("10.9.9.9", "nobody"),
+    ] {
+        let resp = try_sign_in(xff, user).await;
+        assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+        assert!(
+            resp["errors"][0]["extensions"]["retryAfter"]
+                .as_u64()
+                .unwrap()
+                >= 1
+        );
+    }
+    // Over a websocket from the same address: limited too.
+    let (mut ws, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    ws.subscribe("1", SIGN_IN, json!({ "u": "quinn", "p": "password123" }))
+        .await;
+    assert_eq!(error_code(&ws.next_payload().await), "RATE_LIMITED");
+    // Sign-up counts as an attempt.
+    let resp = app
+        .gql(
+            None,
+            "mutation { signUp(input: { username: \"newbie\", password: \"password123\" }) { token } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED");
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 1);
+    still_serving(&app).await;
+    app.finish().await;
+
+    // Behind one trusted proxy: limits per forwarded address, and per account.
+    let app = TestApp::spawn_with(backend, |c| {
+        c.trusted_proxies = 1;
+        c.auth_attempts_per_address = 3;
+        c.auth_attempts_per_account = 5;
+    })
+    .await;
+    let sign_in_from = |xff: String| {
+        let app = &app;
+        async move {
+            app.http
+                .post(format!("{}/graphql", app.base))
+                .header("x-forwarded-for", xff)
+                .json(&json!({ "query": SIGN_IN, "variables": { "u": "Target", "p": "wrong-password" } }))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    for i in 0..5 {
+        // The client spoofs the leftmost entry; the proxy's entry counts.
+        let resp = sign_in_from(format!("1.2.3.4, 10.0.1.{i}")).await;
+        assert_eq!(error_code(&resp), "UNAUTHENTICATED", "{resp}");
+    }
+    // The sixth on the account, from yet another address: refused.
+    let resp = sign_in_from("10.0.2.1".into()).await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    assert!(first_message(&resp).contains("account"), "{resp}");
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_are_limited_sqlite() {
+    attempts_are_limited(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_are_limited_postgres() {
+    attempts_are_limited(Backend::Postgres).await;
+}
+
+/// A flood of sign-ins waits for one hasher at a time and a short queue;
+/// the rest are refused at once, nothing fails, and the server answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sign_in_flood_is_bounded() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        c.password_hashers = 1;
+        c.password_queue = 2;
+    })
+    .await;
+    let body = json!({ "query": SIGN_IN, "variables": { "u": "nobody", "p": "wrong-password" } });
+    let answers = futures_util::future::join_all((0..60).map(|_| app.post(None, &body))).await;
+    let mut limited = 0;
+    for (status, resp) in &answers {
+        assert_eq!(*status, 200);
+        match error_code(resp).as_str() {
+            "RATE_LIMITED" => limited += 1,
+            "UNAUTHENTICATED" => {}
+            other => panic!("unexpected {other}: {resp}"),
+        }
+    }
+    assert!(limited > 0, "no sign-in was refused");
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// A socket takes a bounded number of operations; within it, one event
+/// reaches every subscription on the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_operations_are_capped_and_fan_out_reaches_all() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| c.ws_max_operations = 50).await;
+    let author = app.sign_up("author").await;
+    for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
+        let (mut ws, _) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
+        for i in 0..50 {
+            ws.subscribe(
+                &i.to_string(),
+                "subscription { statusCreated { id } }",
+                json!({}),
+            )
+            .await;
+        }
+        ws.subscribe("over", "subscription { statusCreated { id } }", json!({}))
+            .await;
+        let refused = ws.next_message().await.unwrap();
+        assert_eq!(refused["type"], "error", "{refused}");
+        assert_eq!(refused["id"], "over");
+        let error = match protocol {
+            Protocol::TransportWs => &refused["payload"][0],
+            Protocol::LegacyWs => &refused["payload"],
+        };
+        assert_eq!(error["extensions"]["code"], "RATE_LIMITED", "{refused}");
+        // Wait until all 50 streams are open on the server.
+        for _ in 0..100 {
+            if app.metric("ephemera_subscribers").await == 50 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let id = app.post_status(&author, "to everyone").await;
+        let mut seen = std::collections::HashSet::new();
+        while seen.len() < 50 {
+            let msg = ws.next_message().await.expect("an event");
+            assert_eq!(
+                msg["payload"]["data"]["statusCreated"]["id"],
+                id.as_str(),
+                "{msg}"
+            );
+            seen.insert(msg["id"].as_str().unwrap().to_owned());
+        }
+        // Completing one frees a place.
+        let stop = match protocol {
+            Protocol::TransportWs => "complete",
+            Protocol::LegacyWs => "stop",
+        };
+        ws.send(json!({ "type": stop, "id": "0" })).await;
+        if protocol == Protocol::LegacyWs {
+            assert_eq!(ws.next_message().await.unwrap()["type"], "complete");
+        }
+        ws.subscribe("again", "{ __typename }", json!({})).await;
+        let answer = ws.next_message().await.unwrap();
+        assert_eq!(answer["payload"]["data"]["__typename"], "Query", "{answer}");
+    }
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// Only `connection_init` ends the wait for it; what comes before it is
+/// bounded; operations before it close the socket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_init_cannot_be_bypassed() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        c.ws_init_timeout = Duration::from_millis(500);
+    })
+    .await;
+    // A protocol ping first, then silence: still closed for want of init.
+    for first in [
+        json!({ "type": "ping" }),
+        json!({ "type": "stop", "id": "1" }),
+    ] {
+        for protocol in ["graphql-transport-ws", "graphql-ws"] {
+            let mut socket = raw_socket(&app, protocol).await;
+            socket
+                .send(Message::Text(first.to_string().into()))
+                .await
+                .unwrap();
+            let code = close_code(&mut socket).await;
+            assert!(
+                matches!(code, Some(4408 | 4401)),
+                "{first} on {protocol}: {code:?}"
+            );
+        }
+    }
+    // Pings before init are answered, not buffered, and bounded.
+    let mut socket = raw_socket(&app, "graphql-transport-ws").await;
+    for _ in 0..20 {
+        if socket
+            .send(Message::Text(json!({ "type": "ping" }).to_string().into()))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    assert_eq!(close_code(&mut socket).await, Some(4400));
+    // A subscription before init.
+    let mut socket = raw_socket(&app, "graphql-transport-ws").await;
+    let subscribe =
+        json!({ "type": "subscribe", "id": "1", "payload": { "query": "{ __typename }" } });
+    socket
+        .send(Message::Text(subscribe.to_string().into()))
+        .await
+        .unwrap();
+    assert_eq!(close_code(&mut socket).await, Some(4401));
+    // A second init.
+    let (mut ws, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
+    ws.send(json!({ "type": "connection_init" })).await;
+    assert_eq!(ws.next_message().await.unwrap()["code"], 4429);
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// Websockets per address are capped; a deleted account's socket closes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websockets_per_address_and_ended_sessions() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        c.max_websockets_per_address = 3;
+    })
+    .await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(raw_socket(&app, "graphql-transport-ws").await);
+    }
+    let mut request = app.ws_url.as_str().into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().unwrap(),
+    );
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status(), 503);
+        }
+        other => panic!("a fourth socket was not refused: {:?}", other.map(|_| ())),
+    }
+    still_serving(&app).await;
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    let u = app.sign_up("leaver").await;
+    let (mut ws, ack) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {}", u.token) }),
+    )
+    .await;
+    assert_eq!(ack["type"], "connection_ack");
+    ws.subscribe("1", "subscription { statusCreated { id } }", json!({}))
+        .await;
+    app.ok(
+        u.token(),
+        "mutation { deleteAccount(password: \"password123\") }",
+        json!({}),
+    )
+    .await;
+    let closed = ws.next_message().await.unwrap();
+    assert_eq!(closed["type"], "closed", "{closed}");
+    assert_eq!(closed["code"], 4403);
+    app.finish().await;
+}
+
+/// A body trickled in is cut off at its deadline while others are served;
+/// connections from one address past the cap are closed as accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_bodies_and_connection_floods() {
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
+        c.http_body_timeout = Duration::from_millis(800);
+        c.max_connections_per_address = 20;
+    })
+    .await;
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    // From 127.0.0.2, so that the test's own requests (127.0.0.1) are
+    // another client.
+    let connect_from_other = || {
+        let addr = addr.clone();
+        async move {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            socket.connect(addr.parse().unwrap()).await.unwrap()
+        }
+    };
+    let mut slow = connect_from_other().await;
+    let head = format!(
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    let trickle = async {
+        for _ in 0..60 {
+            if slow.write_all(b" ").await.is_err() {
+                return true;
+            }
+            let mut buf = [0u8; 512];
+            if let Ok(Ok(n)) =
+                tokio::time::timeout(Duration::from_millis(100), slow.read(&mut buf)).await
+            {
+                // An answer (the body failed) or the close.
+                return n == 0 || String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 4");
+            }
+        }
+        false
+    };
+    let (cut_off, ()) = tokio::join!(trickle, still_serving(&app));
+    assert!(
+        cut_off,
+        "a trickled body held its connection past its deadline"
+    );
+    drop(slow);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Twenty idle connections from one address; the next is closed at once.
+    let mut idle = Vec::new();
+    for _ in 0..20 {
+        idle.push(connect_from_other().await);
+    }
+    let mut extra = connect_from_other().await;
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(10), extra.read(&mut buf))
+        .await
+        .expect("the extra connection is closed")
+        .unwrap_or(0);
+    assert_eq!(n, 0);
+    // Meanwhile everyone else is served.
+    still_serving(&app).await;
+    app.finish().await;
+}
+
+/// One rule for stored text on both databases: NUL, other control
+/// characters and bidi overrides are refused where text is stored, and a
+/// lookup by such a string is a plain miss.
+async fn nul_and_control_characters(app: &TestApp) {
+    let u = app.sign_up("nora").await;
+    let resp = app
+        .gql(
+            None,
+            SIGN_IN,
+            json!({ "u": "no\u{0}ra", "p": "password123" }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "UNAUTHENTICATED", "{resp}");
+    let data = app
+        .ok(
+            None,
+            "query($u: String!) { user(username: $u) { id } }",
+            json!({ "u": "a\u{0}b" }),
+        )
+        .await;
+    assert!(data["user"].is_null());
+    for caption in ["a\u{0}b", "bell\u{7}", "\u{202E}evil", "iso\u{2066}late"] {
+        let resp = app
+            .gql(
+                u.token(),
+                "mutation($c: String) { createStatus(input: { caption: $c }) { id } }",
+                json!({ "c": caption }),
+            )
+            .await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
+        let resp = app
+            .gql(
+                u.token(),
+                "mutation($c: String) { createMoment(input: { mediaId: \"1\", caption: $c, latitude: 1, longitude: 1 }) { id } }",
+                json!({ "c": caption }),
+            )
+            .await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
+        let resp = app
+            .gql(
+                None,
+                "mutation($d: String) { signUp(input: { username: \"nul_user\", password: \"password123\", displayName: $d }) { token } }",
+                json!({ "d": caption }),
+            )
+            .await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
+    }
+    // Line breaks and right-to-left marks are text.
+    app.post_status(&u, "line one\nline two \u{200F}שלום").await;
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 1);
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 1);
+}
