@@ -1,6 +1,10 @@
 //! 64-bit snowflake ids: 41 bits of milliseconds since 2024-01-01, 10 bits of
 //! node id (`EPHEMERA_NODE_ID`, distinct per instance), 12 bits of sequence.
 //! They sort roughly by creation time and never collide across instances.
+//!
+//! Where an id must not be guessable from its neighbours (a location, whose
+//! id a snowflake would put next to the moment that made it), [`random_id`]
+//! gives 62 random bits instead.
 
 use std::sync::Mutex;
 
@@ -71,4 +75,11 @@ mod tests {
         let id = IdGenerator::new(5).next_id();
         assert_eq!((id >> SEQ_BITS) & i64::from(MAX_NODE_ID), 5);
     }
+}
+
+/// A positive id of 62 random bits: not derivable from any other id; two
+/// collide with negligible probability (a collision fails its insert).
+pub fn random_id() -> i64 {
+    use rand::Rng;
+    rand::thread_rng().gen_range(1..(1i64 << 62))
 }

@@ -5,8 +5,15 @@
 //! to a new one. Resolution happens in the transaction that inserts the
 //! moment, after writing the name's row in `place_names`: that write is a row
 //! lock on PostgreSQL and the write lock on SQLite, so two creates of the same
-//! new place queue and the second finds what the first made. Locations are
-//! never deleted: a location left with no moment stays.
+//! new place queue and the second finds what the first made.
+//!
+//! A location is private to those who may see a live moment there: it is
+//! shown (by `location`, `node`, `nodes`, the map) only to them
+//! ([`find_visible_by_ids`]), a `placeName` resolves only among the
+//! locations its author may see, a `locationId` must name one, and a new
+//! location's id is random, not the snowflake next to its moment's. When an
+//! account is deleted, the locations its moments leave without any moment
+//! are deleted with it ([`forget_author`]).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -57,7 +64,7 @@ pub async fn resolve<C: ConnectionTrait>(
     latitude: f64,
     longitude: f64,
     now: Millis,
-    new_id: i64,
+    author: i64,
 ) -> AppResult<i64> {
     validate_point(latitude, longitude)?;
     let (name, key) = normalize_name(name)?;
@@ -71,12 +78,17 @@ pub async fn resolve<C: ConnectionTrait>(
     let band = latitude_span(SAME_PLACE_M) * 1.01;
     let candidates: Vec<Candidate> = db::fetch_all(
         txn,
-        "SELECT id, latitude, longitude FROM locations \
-         WHERE name_key = $1 AND latitude BETWEEN $2 AND $3",
+        &format!(
+            "SELECT l.id, l.latitude, l.longitude FROM locations l \
+             WHERE l.name_key = $1 AND l.latitude BETWEEN $2 AND $3 AND {}",
+            seen_by_sql("l", 4, 5)
+        ),
         vec![
             key.clone().into(),
             (latitude - band).into(),
             (latitude + band).into(),
+            now.into(),
+            author.into(),
         ],
     )
     .await?;
@@ -93,6 +105,7 @@ pub async fn resolve<C: ConnectionTrait>(
     if let Some((_, id)) = nearest {
         return Ok(id);
     }
+    let new_id = crate::ids::random_id();
     db::execute(
         txn,
         "INSERT INTO locations (id, name, name_key, latitude, longitude, map_cell, created_at) \
@@ -111,7 +124,55 @@ pub async fn resolve<C: ConnectionTrait>(
     Ok(new_id)
 }
 
-/// Locations by id.
+/// SQL that keeps the locations of alias `l` where viewer `$viewer_param`
+/// may see a live moment at `$now_param`: the rule that makes a location
+/// visible at all.
+fn seen_by_sql(l: &str, now_param: usize, viewer_param: usize) -> String {
+    format!(
+        "EXISTS (SELECT 1 FROM moments v WHERE v.location_id = {l}.id AND {})",
+        super::moment::readable_sql("v", now_param, viewer_param)
+    )
+}
+
+/// Locations by id that `viewer` may see (see [`seen_by_sql`]).
+pub async fn find_visible_by_ids<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    ids: &[i64],
+    now: Millis,
+) -> AppResult<HashMap<i64, location::Model>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let mut values: Vec<Value> = vec![now.into(), viewer.unwrap_or(0).into()];
+    values.extend(ids.iter().map(|&i| i.into()));
+    let rows: Vec<location::Model> = db::fetch_all(
+        db,
+        &format!(
+            "SELECT l.* FROM locations l WHERE l.id IN ({}) AND {}",
+            placeholders(3, ids.len()),
+            seen_by_sql("l", 1, 2)
+        ),
+        values,
+    )
+    .await?;
+    Ok(rows.into_iter().map(|l| (l.id, l)).collect())
+}
+
+/// A location by id, if `viewer` may see it.
+pub async fn find_visible<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    id: i64,
+    now: Millis,
+) -> AppResult<Option<location::Model>> {
+    Ok(find_visible_by_ids(db, viewer, &[id], now)
+        .await?
+        .remove(&id))
+}
+
+/// Locations by id, whoever may see them (for the location of a moment the
+/// viewer may read, which makes its location visible).
 pub async fn find_by_ids<C: ConnectionTrait>(
     db: &C,
     ids: &[i64],
@@ -129,11 +190,6 @@ pub async fn find_by_ids<C: ConnectionTrait>(
     )
     .await?;
     Ok(rows.into_iter().map(|l| (l.id, l)).collect())
-}
-
-/// A location by id.
-pub async fn find<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option<location::Model>> {
-    Ok(find_by_ids(db, &[id]).await?.remove(&id))
 }
 
 /// For each of `ids`, how many live moments `viewer` may see there (0 for
@@ -327,8 +383,21 @@ pub async fn count_public<C: ConnectionTrait>(
 }
 
 /// Takes an account's not-deleted PUBLIC moments off the counters, before
-/// the account's deletion cascades to its moments.
-pub async fn forget_author<C: ConnectionTrait>(db: &C, author: i64) -> AppResult<()> {
+/// the account's deletion cascades to its moments, and deletes the
+/// locations that only its moments (deleted ones included) use.
+/// Returns the ids of every location the account's moments use, for
+/// [`drop_unused`] once those moments are gone.
+pub async fn forget_author<C: ConnectionTrait>(db: &C, author: i64) -> AppResult<Vec<i64>> {
+    #[derive(FromQueryResult)]
+    struct Used {
+        location_id: i64,
+    }
+    let used: Vec<Used> = db::fetch_all(
+        db,
+        "SELECT DISTINCT location_id FROM moments WHERE author_id = $1 AND location_id IS NOT NULL",
+        vec![author.into()],
+    )
+    .await?;
     let placed: Vec<Placed> = db::fetch_all(
         db,
         &format!(
@@ -339,7 +408,25 @@ pub async fn forget_author<C: ConnectionTrait>(db: &C, author: i64) -> AppResult
         vec![author.into()],
     )
     .await?;
-    count_public(db, &placed, -1).await
+    count_public(db, &placed, -1).await?;
+    Ok(used.into_iter().map(|u| u.location_id).collect())
+}
+
+/// Deletes those of `ids` that no moment uses any more.
+pub async fn drop_unused<C: ConnectionTrait>(db: &C, ids: &[i64]) -> AppResult<()> {
+    for chunk in ids.chunks(500) {
+        db::execute(
+            db,
+            &format!(
+                "DELETE FROM locations WHERE id IN ({}) \
+                 AND NOT EXISTS (SELECT 1 FROM moments o WHERE o.location_id = locations.id)",
+                placeholders(1, chunk.len())
+            ),
+            chunk.iter().map(|&i| i.into()).collect(),
+        )
+        .await?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

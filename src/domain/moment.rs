@@ -113,13 +113,17 @@ pub fn validate(input: &mut NewMoment) -> AppResult<()> {
 /// location (see `domain::location`).
 pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppResult<moment::Model> {
     validate(&mut input)?;
+    let now = app.clock.now();
+    // Only a location the author may see (one with a live moment they may
+    // see): another's private place is not found.
     if let Some(id) = input.location_id
-        && super::location::find(&app.db, id).await?.is_none()
+        && super::location::find_visible(&app.db, Some(author), id, now)
+            .await?
+            .is_none()
     {
         return Err(AppError::not_found("location not found"));
     }
     super::media::prepare(app, author, input.media_id).await?;
-    let now = app.clock.now();
     let journaled = input.duration_hours == 0;
     let mut row = moment::Model {
         id: app.ids.next_id(),
@@ -141,15 +145,8 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
     let txn = db::begin(&app.db).await?;
     // Each branch starts with a write (see `db`): the place name's row, or the media.
     if let Some(name) = &input.place_name {
-        let id = super::location::resolve(
-            &txn,
-            name,
-            row.latitude,
-            row.longitude,
-            now,
-            app.ids.next_id(),
-        )
-        .await?;
+        let id =
+            super::location::resolve(&txn, name, row.latitude, row.longitude, now, author).await?;
         row.location_id = Some(id);
     }
     super::media::attach(&txn, author, row.media_id, now).await?;

@@ -211,11 +211,12 @@ pub async fn delete_account(
     }
     super::media::queue_owner_blobs(&txn, id, now).await?;
     super::like::forget_user(&txn, id).await?;
-    super::location::forget_author(&txn, id).await?;
+    let places = super::location::forget_author(&txn, id).await?;
     let deleted = db::execute(&txn, "DELETE FROM users WHERE id = $1", vec![id.into()]).await?;
     if deleted == 0 {
         return Err(gone());
     }
+    super::location::drop_unused(&txn, &places).await?;
     txn.commit().await?;
     app.events.end_account(id);
     Ok(())

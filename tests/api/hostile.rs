@@ -685,3 +685,123 @@ async fn nul_and_control_characters(app: &TestApp) {
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 1);
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 1);
 }
+
+/// A friends-only moment's place is seen only by those who may see a live
+/// moment there, by every path; a stranger's same name resolves elsewhere;
+/// ids are not derivable; a place only an account used goes with it.
+async fn places_are_private(app: &TestApp) {
+    let alice = app.sign_up("alice").await;
+    let friend = app.sign_up("friend").await;
+    let stranger = app.sign_up("stranger").await;
+    app.befriend(&alice, &friend).await;
+    let (lat, lon) = (52.52, 13.405);
+    let secret = app
+        .post_moment(
+            &alice,
+            json!({ "latitude": lat, "longitude": lon, "placeName": "Alice's secret flat", "visibility": "FRIENDS_ONLY" }),
+        )
+        .await;
+    let moment_id: i64 = secret["id"].as_str().unwrap().parse().unwrap();
+    let loc = secret["location"]["id"].as_str().unwrap().to_owned();
+    let loc_n: i64 = loc.parse().unwrap();
+    assert!(
+        (loc_n - moment_id).abs() > 1_000_000,
+        "location id follows the moment's"
+    );
+
+    let read = "query($id: ID!, $ids: [ID!]!) { location(id: $id) { id name latitude } \
+                node(id: $id) { id } nodes(ids: $ids) { id } }";
+    let guesses: Vec<String> = (-3..=3)
+        .map(|d| (moment_id + d).to_string())
+        .chain([loc.clone()])
+        .collect();
+    for who in [None, stranger.token()] {
+        let data = app
+            .ok(who, read, json!({ "id": loc, "ids": guesses }))
+            .await;
+        assert!(data["location"].is_null(), "{data}");
+        assert!(data["node"].is_null(), "{data}");
+        assert!(
+            data["nodes"].as_array().unwrap().iter().all(Value::is_null),
+            "{data}"
+        );
+    }
+    for who in [&alice, &friend] {
+        let data = app
+            .ok(who.token(), read, json!({ "id": loc, "ids": [loc] }))
+            .await;
+        assert_eq!(data["location"]["name"], "Alice's secret flat");
+        assert_eq!(data["nodes"][0]["id"], loc.as_str());
+    }
+    // A stranger naming the place 25 m away gets a place of their own, with
+    // their own coordinates; naming it by id is not found.
+    let near = lat + 25.0 / 111_195.0;
+    let theirs = app
+        .post_moment(
+            &stranger,
+            json!({ "latitude": near, "longitude": lon, "placeName": "alice's SECRET flat", "visibility": "PUBLIC" }),
+        )
+        .await;
+    assert_ne!(theirs["location"]["id"], loc.as_str());
+    let data = app
+        .ok(
+            stranger.token(),
+            read,
+            json!({ "id": theirs["location"]["id"], "ids": [] }),
+        )
+        .await;
+    assert_eq!(data["location"]["latitude"].as_f64().unwrap(), near);
+    let media = app.upload_id(&stranger).await;
+    let resp = app
+        .gql(
+            stranger.token(),
+            "mutation($i: CreateMomentInput!) { createMoment(input: $i) { id } }",
+            json!({ "i": { "mediaId": media, "latitude": near, "longitude": lon, "locationId": loc } }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "NOT_FOUND", "{resp}");
+    // A friend naming it 10 m the other way joins it.
+    let joined = app
+        .post_moment(
+            &friend,
+            json!({ "latitude": lat - 10.0 / 111_195.0, "longitude": lon, "placeName": "Alice's secret flat", "visibility": "FRIENDS_ONLY" }),
+        )
+        .await;
+    assert_eq!(joined["location"]["id"], loc.as_str());
+
+    // A place only one account used is deleted with it.
+    let bob = app.sign_up("bob").await;
+    let bobs = app
+        .post_moment(
+            &bob,
+            json!({ "placeName": "Bob's garden", "visibility": "PUBLIC" }),
+        )
+        .await;
+    let bob_loc = bobs["location"]["id"].as_str().unwrap().to_owned();
+    app.ok(
+        bob.token(),
+        "mutation { deleteAccount(password: \"password123\") }",
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) AS n FROM locations WHERE id = {bob_loc}"
+        ))
+        .await,
+        0
+    );
+    // Alice's, still used by her friend's moment, stays for the friend.
+    app.ok(
+        alice.token(),
+        "mutation { deleteAccount(password: \"password123\") }",
+        json!({}),
+    )
+    .await;
+    let data = app
+        .ok(friend.token(), read, json!({ "id": loc, "ids": [loc] }))
+        .await;
+    assert_eq!(data["location"]["id"], loc.as_str());
+}
+
+both_backends!(places_are_private);

@@ -91,6 +91,8 @@ async fn concurrent_creates_of_a_new_place_make_one_location(app: &TestApp) {
             "latitude": north(40.7580, f64::from(*i) * 3.0),
             "longitude": -73.9855,
             "placeName": if i % 2 == 0 { "Times Square" } else { "times  square" },
+            // Public, so that each author may see the others' place.
+            "visibility": "PUBLIC",
         });
         app.gql(
             u.token(),
@@ -130,7 +132,7 @@ async fn moments_attach_to_a_location_by_id(app: &TestApp) {
         .await;
     assert_eq!(second["location"]["id"], loc);
     assert_eq!(second["location"]["momentCount"], 2);
-    // The location survives its moments.
+    // With no live moment left there, nobody sees the location.
     for m in [&first, &second] {
         app.ok(
             u.token(),
@@ -140,11 +142,11 @@ async fn moments_attach_to_a_location_by_id(app: &TestApp) {
         .await;
     }
     let q = "query($id: ID!) { location(id: $id) { name momentCount } }";
-    let data = app.ok(None, q, json!({ "id": loc })).await;
-    assert_eq!(
-        data["location"],
-        json!({ "name": "Ueno Park", "momentCount": 0 })
-    );
+    for who in [None, u.token()] {
+        let data = app.ok(who, q, json!({ "id": loc })).await;
+        assert!(data["location"].is_null(), "{data}");
+    }
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM locations").await, 1);
     // Unknown and malformed ids read as null.
     for id in ["123", "nope", "-1"] {
         assert_eq!(

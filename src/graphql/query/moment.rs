@@ -57,12 +57,15 @@ impl MomentQuery {
         )
     }
 
-    /// A location by id; null if there is none.
+    /// A location by id; null if there is none, or if the viewer may see no live moment there.
     async fn location(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Location>> {
         let Some(n) = parse_id(&id) else {
             return Ok(None);
         };
-        Ok(location::find(db(ctx)?, n).await?.map(Location::new))
+        let now = app(ctx)?.clock.now();
+        Ok(location::find_visible(db(ctx)?, viewer(ctx).id(), n, now)
+            .await?
+            .map(Location::new))
     }
 
     /// What a map shows inside a box: standalone moments as pins at their coordinates, locations with live moments as one pin carrying a badge count. A box whose west is greater than its east crosses the antimeridian.

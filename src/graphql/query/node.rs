@@ -36,7 +36,8 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
     let users = user::find_by_ids(db(ctx)?, &numbers).await?;
     let statuses = status::find_live_by_ids(db(ctx)?, &numbers, now).await?;
     let moments = moment::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
-    let locations = location::find_by_ids(db(ctx)?, &numbers).await?;
+    let locations =
+        location::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
     let media = match viewer(ctx).id() {
         Some(v) => media::find_owned_by_ids(db(ctx)?, v, &numbers).await?,
         None => Default::default(),
