@@ -52,6 +52,13 @@ impl IdGenerator {
     }
 }
 
+/// A positive id of 62 random bits: not derivable from any other id; two
+/// collide with negligible probability (a collision fails its insert).
+pub fn random_id() -> i64 {
+    use rand::Rng;
+    rand::thread_rng().gen_range(1..(1i64 << 62))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,11 +82,4 @@ mod tests {
         let id = IdGenerator::new(5).next_id();
         assert_eq!((id >> SEQ_BITS) & i64::from(MAX_NODE_ID), 5);
     }
-}
-
-/// A positive id of 62 random bits: not derivable from any other id; two
-/// collide with negligible probability (a collision fails its insert).
-pub fn random_id() -> i64 {
-    use rand::Rng;
-    rand::thread_rng().gen_range(1..(1i64 << 62))
 }
