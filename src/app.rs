@@ -57,6 +57,12 @@ impl AppState {
             tokio::fs::create_dir_all(&config.data_dir)
                 .await
                 .map_err(|e| AppError::internal("creating the data dir", e))?;
+            // The database holds password hashes, the dir the secret and
+            // media: readable by the owner only.
+            restrict_permissions(&config.data_dir, 0o700).await;
+            if let Some(file) = sqlite_file(&config.effective_database_url()) {
+                create_private(&file).await?;
+            }
         }
         let db = db::connect(
             &config.effective_database_url(),
@@ -154,18 +160,40 @@ async fn generate_secret(dir: &Path, path: &Path) -> AppResult<String> {
     tokio::fs::write(path, &secret)
         .await
         .map_err(|e| AppError::internal("writing the JWT secret", e))?;
-    restrict_permissions(path).await;
+    restrict_permissions(path, 0o600).await;
     Ok(secret)
 }
 
+/// The file of an SQLite URL (`sqlite://path?...`), unless in memory.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next()?;
+    (!path.is_empty() && !path.contains(":memory:")).then(|| path.into())
+}
+
+/// Creates `file` empty and readable by its owner only, if it does not
+/// exist (SQLite gives its journal and WAL files the database file's mode);
+/// an existing file is made owner-only too.
+async fn create_private(file: &Path) -> AppResult<()> {
+    if tokio::fs::metadata(file).await.is_err() {
+        tokio::fs::File::create(file)
+            .await
+            .map_err(|e| AppError::internal("creating the database file", e))?;
+    }
+    restrict_permissions(file, 0o600).await;
+    Ok(())
+}
+
 #[cfg(unix)]
-async fn restrict_permissions(path: &Path) {
+async fn restrict_permissions(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
-    let _ = tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).await;
+    let _ = tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).await;
 }
 
 #[cfg(not(unix))]
-async fn restrict_permissions(_path: &Path) {}
+async fn restrict_permissions(_path: &Path, _mode: u32) {}
 
 /// A running server.
 pub struct App {

@@ -167,6 +167,21 @@ pub struct Config {
           value_parser = clap::value_parser!(u64).range(1..=5 * 1024 * 1024 * 1024))]
     pub max_upload_bytes: u64,
 
+    /// Most pixels (width × height, as the image's header says) an uploaded
+    /// image may have.
+    #[arg(long, env = "EPHEMERA_MAX_IMAGE_PIXELS", default_value_t = 100_000_000)]
+    pub max_image_pixels: u64,
+
+    /// Direct-upload tickets (`requestMediaUpload`) one account may hold
+    /// unused at once; one more is `RATE_LIMITED`.
+    #[arg(long, env = "EPHEMERA_UPLOAD_PENDING_MAX", default_value_t = 10)]
+    pub upload_pending_max: i64,
+
+    /// Bytes one account may upload in 24 hours (uploads and tickets, at
+    /// their declared size); more is `RATE_LIMITED`.
+    #[arg(long, env = "EPHEMERA_UPLOAD_BYTES_PER_DAY", default_value_t = 512 * 1024 * 1024)]
+    pub upload_bytes_per_day: i64,
+
     /// Uploads judged at once (each holds up to twice the upload limit in
     /// memory while it is checked); more wait their turn.
     #[arg(long, env = "EPHEMERA_MAX_CONCURRENT_UPLOADS", default_value_t = 8,

@@ -12,6 +12,16 @@
 //! their bytes are overwritten where they lie (see [`blank_heif_metadata`]).
 //! A file whose metadata cannot be found with certainty is refused rather
 //! than stored with it.
+//!
+//! Nothing rides along behind or beside the image: a JPEG ends at the EOI
+//! of its first image (the further images phones append, MPF, each with its
+//! own EXIF, are dropped with the APP2 segment that indexes them); PNG and
+//! WebP keep only the chunks that draw the image; a GIF keeps its frames,
+//! their timing and the looping extension, and loses comments and every
+//! other application extension (XMP among them); bytes after a GIF's
+//! trailer, a PNG's IEND, a WebP's RIFF or a HEIF's last box are dropped. An
+//! image whose header claims more than the configured number of pixels is
+//! refused.
 
 use bytes::Bytes;
 use heifer_isobmff::{BoxIter, HeifFile, RawBox};
@@ -64,8 +74,8 @@ pub fn content_type_of(header: &[u8]) -> Option<&'static str> {
     }
 }
 
-/// Judges `bytes`: type, dimensions, metadata removed.
-pub fn judge(bytes: Bytes) -> AppResult<Judged> {
+/// Judges `bytes`: type, dimensions (at most `max_pixels`), metadata removed.
+pub fn judge(bytes: Bytes, max_pixels: u64) -> AppResult<Judged> {
     if bytes.is_empty() {
         return Err(unsupported("the file is empty"));
     }
@@ -73,6 +83,13 @@ pub fn judge(bytes: Bytes) -> AppResult<Judged> {
         content_type_of(&bytes).ok_or_else(|| unsupported("the file is not an accepted image"))?;
     let size = imagesize::blob_size(&bytes)
         .map_err(|_| unsupported("the image header is truncated or corrupt"))?;
+    let pixels = (size.width as u64).saturating_mul(size.height as u64);
+    if pixels > max_pixels {
+        return Err(AppError::unsupported_media_type(format!(
+            "the image is {}×{} pixels; at most {max_pixels} pixels are accepted",
+            size.width, size.height
+        )));
+    }
     let dimension = |n: usize| i32::try_from(n).ok().filter(|&n| n > 0);
     let bytes = strip_metadata(content_type, bytes)?;
     Ok(Judged {
@@ -99,29 +116,171 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
             for marker in [markers::APP1, markers::APP13, markers::COM] {
                 jpeg.remove_segments_by_marker(marker);
             }
+            // The MPF index of further images (which go below); ICC
+            // profiles, also APP2, stay.
+            jpeg.segments_mut()
+                .retain(|s| !(s.marker() == markers::APP2 && s.contents().starts_with(b"MPF\0")));
             jpeg.set_exif(kept);
-            Ok(jpeg.encoder().bytes())
+            let out = jpeg.encoder().bytes();
+            let end = jpeg_end(&out)
+                .ok_or_else(|| unsupported("the image data is truncated (no end of image)"))?;
+            Ok(out.slice(..end))
         }
         "image/png" => {
             let mut png = Png::from_bytes(bytes).map_err(corrupt)?;
             let kept = kept_exif(png.exif());
-            for kind in [*b"tEXt", *b"zTXt", *b"iTXt", *b"tIME"] {
-                png.remove_chunks_by_type(kind);
-            }
+            png.chunks_mut().retain(|c| PNG_KEPT.contains(&c.kind()));
             png.set_exif(kept);
             Ok(png.encoder().bytes())
         }
         "image/webp" => {
             let mut webp = WebP::from_bytes(bytes).map_err(corrupt)?;
             let kept = kept_exif(webp.exif());
-            webp.remove_chunks_by_id(*b"XMP ");
+            webp.chunks_mut().retain(|c| WEBP_KEPT.contains(&c.id()));
             // Also rewrites the VP8X flags to match the chunks left.
             webp.set_exif(kept);
             Ok(webp.encoder().bytes())
         }
-        "image/heic" | "image/heif" => blank_heif_metadata(bytes),
+        "image/heic" | "image/heif" => blank_heif_metadata(heif_boxes_only(bytes)?),
+        "image/gif" => strip_gif(&bytes),
         _ => Ok(bytes),
     }
+}
+
+/// PNG chunks that draw the image (APNG's included); every other ancillary
+/// chunk (text, time, private ones of any size) is dropped.
+const PNG_KEPT: [[u8; 4]; 15] = [
+    *b"IHDR", *b"PLTE", *b"IDAT", *b"IEND", *b"tRNS", *b"gAMA", *b"cHRM", *b"sRGB", *b"iCCP",
+    *b"sBIT", *b"bKGD", *b"pHYs", *b"acTL", *b"fcTL", *b"fdAT",
+];
+
+/// WebP chunks that draw the image (EXIF is rewritten apart).
+const WEBP_KEPT: [[u8; 4]; 7] = [
+    *b"VP8 ", *b"VP8L", *b"VP8X", *b"ALPH", *b"ANIM", *b"ANMF", *b"ICCP",
+];
+
+/// The length of a JPEG up to and including the EOI that ends its first
+/// image: segments are walked by their lengths, scans byte by byte (a 0xFF
+/// in entropy-coded data is followed by 0x00, a restart marker or fill).
+fn jpeg_end(b: &[u8]) -> Option<usize> {
+    let mut i = 2; // SOI
+    loop {
+        while *b.get(i)? != 0xFF {
+            i += 1;
+        }
+        while *b.get(i + 1)? == 0xFF {
+            i += 1;
+        }
+        let marker = *b.get(i + 1)?;
+        match marker {
+            markers::EOI => return Some(i + 2),
+            0x01 | 0xD0..=0xD7 => i += 2,
+            _ => {
+                let len = usize::from(u16::from_be_bytes([*b.get(i + 2)?, *b.get(i + 3)?]));
+                i += 2 + len;
+                if marker == markers::SOS {
+                    // Entropy-coded data up to the next real marker.
+                    loop {
+                        if *b.get(i)? == 0xFF {
+                            let next = *b.get(i + 1)?;
+                            if next != 0x00 && next != 0xFF && !(0xD0..=0xD7).contains(&next) {
+                                break;
+                            }
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A GIF with only what draws it: header, colour tables, image
+/// descriptors and their data, graphic control extensions, plain-text
+/// extensions, and the NETSCAPE2.0/ANIMEXTS1.0 looping extension; comments
+/// and other application extensions (XMP, private data) are dropped, and so
+/// is anything after the trailer. A structure that runs past the end of the
+/// file is refused.
+fn strip_gif(b: &[u8]) -> AppResult<Bytes> {
+    let cut = || unsupported("the image structure is truncated or corrupt");
+    let get = |i: usize| b.get(i).copied().ok_or_else(cut);
+    // The data sub-blocks starting at `i`: the index after their terminator.
+    let sub_blocks = |mut i: usize| -> AppResult<usize> {
+        loop {
+            let n = usize::from(get(i)?);
+            i += 1 + n;
+            if n == 0 {
+                return Ok(i);
+            }
+        }
+    };
+    let colour_table = |flags: u8| {
+        if flags & 0x80 != 0 {
+            3usize << ((flags & 7) + 1)
+        } else {
+            0
+        }
+    };
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 13 + colour_table(get(10)?);
+    out.extend_from_slice(b.get(..i).ok_or_else(cut)?);
+    loop {
+        match get(i)? {
+            0x3B => {
+                out.push(0x3B);
+                return Ok(Bytes::from(out));
+            }
+            0x2C => {
+                let flags = get(i + 9)?;
+                let data = i + 10 + colour_table(flags) + 1; // + LZW code size
+                let end = sub_blocks(data)?;
+                out.extend_from_slice(b.get(i..end).ok_or_else(cut)?);
+                i = end;
+            }
+            0x21 => {
+                let label = get(i + 1)?;
+                let end = sub_blocks(i + 2)?;
+                let looping = label == 0xFF
+                    && b.get(i + 2..i + 14)
+                        .is_some_and(|a| a == b"\x0bNETSCAPE2.0" || a == b"\x0bANIMEXTS1.0");
+                if label == 0xF9 || label == 0x01 || looping {
+                    out.extend_from_slice(b.get(i..end).ok_or_else(cut)?);
+                }
+                i = end;
+            }
+            _ => return Err(cut()),
+        }
+    }
+}
+
+/// A HEIF file up to the end of its last top-level box of a kind HEIF
+/// uses (`ftyp`, `meta`, `mdat`, `free`, `skip`): whatever follows (bytes
+/// no box holds, or a box of another kind) is dropped. A file whose `meta`
+/// box does not parse is refused.
+fn heif_boxes_only(bytes: Bytes) -> AppResult<Bytes> {
+    let mut end = 0;
+    let mut meta = false;
+    for top in BoxIter::new(&bytes) {
+        let Ok(top) = top else { break };
+        let kind = &top.header.box_type.0;
+        if ![*b"ftyp", *b"meta", *b"mdat", *b"free", *b"skip"].contains(kind) {
+            break;
+        }
+        meta |= kind == b"meta";
+        end = usize::try_from(top.header.header_size)
+            .ok()
+            .and_then(|h| h.checked_add(top.content.len()))
+            .and_then(|n| n.checked_add(top.offset))
+            .ok_or_else(heif_unsure)?;
+    }
+    if !meta {
+        return Err(unsupported("the image structure is truncated or corrupt"));
+    }
+    Ok(if end < bytes.len() {
+        bytes.slice(..end)
+    } else {
+        bytes
+    })
 }
 
 /// HEIF metadata: the EXIF item (GPS included) and XMP packets (`mime`
@@ -242,6 +401,11 @@ fn kept_exif(exif: Option<Bytes>) -> Option<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Judged with the default pixel cap.
+    fn judge(bytes: Bytes) -> AppResult<Judged> {
+        super::judge(bytes, 100_000_000)
+    }
 
     fn fixture(name: &str) -> Bytes {
         let path = format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -384,5 +548,90 @@ mod tests {
                 "{bytes:?}"
             );
         }
+    }
+
+    #[test]
+    fn nothing_rides_behind_or_beside_the_image() {
+        let jpeg = fixture("gps.jpg");
+        let clean = judge(jpeg.clone()).unwrap().bytes;
+        // A second image (with its own EXIF/GPS) after EOI, as phones store
+        // MPF images, with the APP2 index that points at it; then junk.
+        let mut mpf = jpeg[..2].to_vec();
+        mpf.extend_from_slice(&[0xFF, 0xE2, 0x00, 0x0A]);
+        mpf.extend_from_slice(b"MPF\0MMMM");
+        mpf.extend_from_slice(&jpeg[2..]);
+        mpf.extend_from_slice(&jpeg);
+        mpf.extend_from_slice(&vec![0xA5; 100_000]);
+        let out = judge(Bytes::from(mpf)).unwrap().bytes;
+        assert_eq!(out, clean);
+        assert!(!contains(&out, b"GPS") && !contains(&out, b"MPF"));
+        assert_eq!(&out[out.len() - 2..], &[0xFF, 0xD9]);
+        // Cut before its end: refused.
+        assert!(judge(jpeg.slice(..jpeg.len() - 2)).is_err());
+
+        // GIF: a comment and an XMP application extension before the
+        // trailer, junk after it; the looping extension stays.
+        let gif = fixture("tiny.gif");
+        assert_eq!(*gif.last().unwrap(), 0x3B);
+        let body = &gif[..gif.len() - 1];
+        let mut dirty = body.to_vec();
+        dirty.extend_from_slice(b"\x21\xFE\x0bGPS 48.8584\x00");
+        dirty.extend_from_slice(b"\x21\xFF\x0bXMP DataXMP\x05GPS!!\x00");
+        dirty.extend_from_slice(b"\x21\xFF\x0bNETSCAPE2.0\x03\x01\x00\x00\x00");
+        dirty.push(0x3B);
+        dirty.extend_from_slice(&[0x42; 5_000]);
+        let out = judge(Bytes::from(dirty)).unwrap().bytes;
+        assert!(!contains(&out, b"GPS") && !contains(&out, b"XMP"));
+        assert!(contains(&out, b"NETSCAPE2.0"));
+        assert_eq!(out.len(), body.len() + 19 + 1);
+        assert!(judge(gif.slice(..gif.len() / 2)).is_err());
+
+        // PNG: a private chunk and junk after IEND go.
+        let png = fixture("gps.png");
+        let mut private = png[..33].to_vec(); // signature + IHDR
+        private.extend_from_slice(&[0, 0, 0, 4]);
+        private.extend_from_slice(b"prVtGPS!");
+        private.extend_from_slice(&crc32(b"prVtGPS!").to_be_bytes());
+        private.extend_from_slice(&png[33..]);
+        private.extend_from_slice(&[0x42; 5_000]);
+        let out = judge(Bytes::from(private)).unwrap().bytes;
+        assert!(!contains(&out, b"prVt") && !contains(&out, b"GPS"));
+        assert!(out.ends_with(b"IEND\xaeB`\x82"));
+
+        // HEIC: bytes after the last box go.
+        let heic = fixture("tiny.heic");
+        let mut trailing = heic.to_vec();
+        trailing.extend_from_slice(&[0, 0, 0, 0]);
+        let out = judge(Bytes::from(trailing)).unwrap().bytes;
+        assert_eq!(out.len(), heic.len());
+    }
+
+    /// PNG's CRC-32 (bitwise; tests only).
+    fn crc32(data: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in data {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 != 0 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    #[test]
+    fn pixel_counts_are_capped() {
+        let mut png = fixture("gps.png").to_vec();
+        // IHDR width and height: 2,000,000,000 each.
+        png[16..20].copy_from_slice(&2_000_000_000u32.to_be_bytes());
+        png[20..24].copy_from_slice(&2_000_000_000u32.to_be_bytes());
+        let e = judge(Bytes::from(png)).unwrap_err();
+        assert_eq!(e.code(), crate::error::Code::UnsupportedMediaType);
+        assert!(e.message().contains("pixels"), "{e:?}");
+        assert!(super::judge(fixture("gps.png"), 6).is_ok());
+        assert!(super::judge(fixture("gps.png"), 5).is_err());
     }
 }

@@ -116,6 +116,55 @@ fn too_large(max: u64) -> AppError {
     AppError::payload_too_large(format!("a media file is at most {max} bytes"))
 }
 
+/// The last 24 hours, over which an account's upload bytes are counted.
+const QUOTA_WINDOW_MS: Millis = 24 * 3600 * 1000;
+
+/// Refuses (`RATE_LIMITED`) an upload of `bytes` by `owner` that would pass
+/// the account's quotas: bytes uploaded or ticketed in the last 24 hours
+/// (`EPHEMERA_UPLOAD_BYTES_PER_DAY`), and, for a new ticket, unused
+/// tickets held (`EPHEMERA_UPLOAD_PENDING_MAX`). Media deleted since no
+/// longer count. Concurrent uploads of one account may each pass the check
+/// (at most `EPHEMERA_MAX_CONCURRENT_UPLOADS` of them).
+async fn check_quota(app: &AppState, owner: i64, bytes: i64, ticket: bool) -> AppResult<()> {
+    #[derive(FromQueryResult)]
+    struct Used {
+        bytes: Option<i64>,
+        pending: Option<i64>,
+    }
+    let now = app.clock.now();
+    let used: Option<Used> = db::fetch_one(
+        &app.db,
+        "SELECT CAST(SUM(byte_size) AS BIGINT) AS bytes, \
+           CAST(SUM(CASE WHEN ready_at IS NULL AND upload_expires_at > $3 THEN 1 ELSE 0 END) \
+             AS BIGINT) AS pending \
+         FROM media WHERE owner_id = $1 AND created_at > $2",
+        vec![owner.into(), (now - QUOTA_WINDOW_MS).into(), now.into()],
+    )
+    .await?;
+    let (used_bytes, pending) =
+        used.map_or((0, 0), |u| (u.bytes.unwrap_or(0), u.pending.unwrap_or(0)));
+    let config = &app.config;
+    if ticket && pending >= config.upload_pending_max {
+        return Err(AppError::rate_limited(
+            format!(
+                "at most {} unused upload tickets at once; use or let one expire",
+                config.upload_pending_max
+            ),
+            config.upload_ticket_ttl,
+        ));
+    }
+    if used_bytes.saturating_add(bytes) > config.upload_bytes_per_day {
+        return Err(AppError::rate_limited(
+            format!(
+                "at most {} bytes of uploads a day per account",
+                config.upload_bytes_per_day
+            ),
+            std::time::Duration::from_secs(3600),
+        ));
+    }
+    Ok(())
+}
+
 /// Stores an uploaded file for `owner`: judged by its bytes, metadata
 /// removed, the row first and then the blob.
 pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media::Model> {
@@ -123,7 +172,8 @@ pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media
     if bytes.len() as u64 > max {
         return Err(too_large(max));
     }
-    let judged = judge(bytes).await?;
+    check_quota(app, owner, bytes.len() as i64, false).await?;
+    let judged = judge(bytes, app.config.max_image_pixels).await?;
     let now = app.clock.now();
     let row = media::Model {
         id: app.ids.next_id(),
@@ -153,8 +203,8 @@ pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media
 }
 
 /// Judges on the blocking pool (stripping copies up to the size limit).
-async fn judge(bytes: Bytes) -> AppResult<Judged> {
-    tokio::task::spawn_blocking(move || image::judge(bytes))
+async fn judge(bytes: Bytes, max_pixels: u64) -> AppResult<Judged> {
+    tokio::task::spawn_blocking(move || image::judge(bytes, max_pixels))
         .await
         .map_err(|e| AppError::internal("judging an image", e))?
 }
@@ -214,6 +264,7 @@ pub async fn request_upload(
     if len > max {
         return Err(too_large(max));
     }
+    check_quota(app, owner, byte_size, true).await?;
     let now = app.clock.now();
     let key = storage::new_key();
     let target = app
@@ -305,7 +356,7 @@ async fn verify_upload(app: &AppState, media: &media::Model) -> AppResult<()> {
         .await;
     }
     let bytes = app.media.get(key).await?.ok_or_else(not_arrived)?;
-    let judged = match judge(bytes.clone()).await {
+    let judged = match judge(bytes.clone(), app.config.max_image_pixels).await {
         Ok(j) => j,
         Err(e) => return reject(app, media.id, e).await,
     };

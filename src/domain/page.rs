@@ -31,6 +31,20 @@ pub enum CursorKind {
     MomentLiker = 9,
 }
 
+/// One list a cursor belongs to: its kind and whose it is (the author of a
+/// per-author page, the status of a viewer list, the viewer of a tray...;
+/// 0 for a list that is the same for everyone). The owner is signed into
+/// the cursor's tag, not written in it: a cursor from one author's page is
+/// refused on another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct List(pub CursorKind, pub i64);
+
+impl From<CursorKind> for List {
+    fn from(kind: CursorKind) -> Self {
+        List(kind, 0)
+    }
+}
+
 /// Connection arguments as the client sent them.
 #[derive(Clone, Debug, Default)]
 pub struct PageArgs {
@@ -92,24 +106,33 @@ impl Cursors {
         }
     }
 
-    pub fn encode(&self, kind: CursorKind, key: Key) -> String {
+    /// What a cursor's tag signs: its body and the list's owner.
+    fn signed(body: &[u8], owner: i64) -> Vec<u8> {
+        let mut signed = body.to_vec();
+        signed.extend_from_slice(&owner.to_be_bytes());
+        signed
+    }
+
+    pub fn encode(&self, list: impl Into<List>, key: Key) -> String {
+        let List(kind, owner) = list.into();
         let mut raw = Vec::with_capacity(RAW_LEN + MAC_LEN);
         raw.push(kind as u8);
         raw.extend_from_slice(&key.ts.to_be_bytes());
         raw.extend_from_slice(&key.id.to_be_bytes());
-        let tag = self.signer.tag(&raw, MAC_LEN);
+        let tag = self.signer.tag(&Self::signed(&raw, owner), MAC_LEN);
         raw.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(raw)
     }
 
-    pub fn decode(&self, kind: CursorKind, cursor: &str) -> AppResult<Key> {
+    pub fn decode(&self, list: impl Into<List>, cursor: &str) -> AppResult<Key> {
+        let List(kind, owner) = list.into();
         let invalid = || AppError::bad_input("invalid cursor: it was not issued for this list");
         let raw = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
         if raw.len() != RAW_LEN + MAC_LEN || raw[0] != kind as u8 {
             return Err(invalid());
         }
         let (body, tag) = raw.split_at(RAW_LEN);
-        if !self.signer.verify(body, tag) {
+        if !self.signer.verify(&Self::signed(body, owner), tag) {
             return Err(invalid());
         }
         let mut ts = [0u8; 8];
@@ -127,7 +150,7 @@ impl Cursors {
     /// neither size given the page is `default` long, forward.
     pub fn query(
         &self,
-        kind: CursorKind,
+        list: impl Into<List>,
         args: &PageArgs,
         default: u32,
         max: u32,
@@ -140,7 +163,8 @@ impl Cursors {
                 return Err(AppError::bad_input(format!("{name} must not be negative")));
             }
         }
-        let decode = |c: &Option<String>| c.as_deref().map(|c| self.decode(kind, c)).transpose();
+        let list = list.into();
+        let decode = |c: &Option<String>| c.as_deref().map(|c| self.decode(list, c)).transpose();
         let after = decode(&args.after)?;
         let before = decode(&args.before)?;
         let (size, backward) = match (args.first, args.last) {

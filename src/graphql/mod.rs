@@ -24,6 +24,7 @@ pub type AppSchema =
 /// aliases are counted by the guard, see [`guarded`]).
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
+    types::price_pages_up_to(config.max_page_size);
     builder()
         .data(loaders::Loaders::shared(&state))
         .data(state)

@@ -805,3 +805,163 @@ async fn places_are_private(app: &TestApp) {
 }
 
 both_backends!(places_are_private);
+
+const TICKET: &str =
+    "mutation($i: MediaUploadInput!) { requestMediaUpload(input: $i) { mediaId } }";
+
+/// Uploads keep nothing behind the image, and each account has quotas of
+/// unused tickets and bytes a day.
+async fn uploads_are_trimmed_and_rationed(app: &TestApp) {
+    let u = app.sign_up("uploader").await;
+    let jpeg = crate::support::fixture("gps.jpg");
+    let mut stuffed = jpeg.clone();
+    stuffed.extend_from_slice(&jpeg);
+    stuffed.extend_from_slice(&vec![0x5A; 300_000]);
+    let (status, resp) = app.upload(u.token(), stuffed, "x.jpg", "image/jpeg").await;
+    assert_eq!(status, 200, "{resp}");
+    let media = &resp["data"]["uploadMedia"];
+    let url = media["url"].as_str().unwrap();
+    let (status, stored) = app.fetch(&app.absolute(url)).await;
+    assert_eq!(status, 200);
+    assert!(stored.len() < jpeg.len(), "{} bytes stored", stored.len());
+    assert!(!stored.windows(3).any(|w| w == b"GPS"));
+    assert!(!stored.windows(2).any(|w| w == [0x5A, 0x5A]));
+
+    // Three unused tickets at most (this test's setting), then RATE_LIMITED.
+    for _ in 0..3 {
+        app.ok(
+            u.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 1000 } }),
+        )
+        .await;
+    }
+    let resp = app
+        .gql(
+            u.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 1000 } }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    assert!(
+        resp["errors"][0]["extensions"]["retryAfter"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
+    // Bytes a day: what is left is less than another upload of this size.
+    let other = app.sign_up("uploader2").await;
+    let resp = app
+        .gql(
+            other.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 900_000 } }),
+        )
+        .await;
+    assert!(resp.get("errors").is_none(), "{resp}");
+    let resp = app
+        .gql(
+            other.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 150_000 } }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    let (_, resp) = app
+        .upload(
+            other.token(),
+            crate::support::fixture("gps.png"),
+            "a.png",
+            "image/png",
+        )
+        .await;
+    assert!(
+        resp.get("errors").is_none(),
+        "a small upload still fits: {resp}"
+    );
+    let media_rows = app
+        .count(&format!(
+            "SELECT COUNT(*) AS n FROM media WHERE owner_id = {}",
+            other.id
+        ))
+        .await;
+    assert_eq!(media_rows, 2);
+}
+
+async fn uploads_rationed(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.upload_pending_max = 3;
+        c.upload_bytes_per_day = 1_000_000;
+    })
+    .await;
+    uploads_are_trimmed_and_rationed(&app).await;
+    app.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_trimmed_and_rationed_sqlite() {
+    uploads_rationed(Backend::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_are_trimmed_and_rationed_postgres() {
+    uploads_rationed(Backend::Postgres).await;
+}
+
+/// A cursor works only on the list that issued it.
+async fn cursors_are_bound_to_their_list(app: &TestApp) {
+    let a = app.sign_up("ann").await;
+    let b = app.sign_up("ben").await;
+    for i in 0..3 {
+        app.post_status(&a, &format!("a{i}")).await;
+        app.post_status(&b, &format!("b{i}")).await;
+    }
+    let q = "query($u: ID!, $after: String) { statuses(userId: $u, first: 1, after: $after) { pageInfo { endCursor } nodes { caption } } }";
+    let page = app.ok(None, q, json!({ "u": a.id })).await;
+    let cursor = page["statuses"]["pageInfo"]["endCursor"].clone();
+    let next = app.ok(None, q, json!({ "u": a.id, "after": cursor })).await;
+    assert_eq!(next["statuses"]["nodes"][0]["caption"], "a1");
+    let resp = app
+        .gql(None, q, json!({ "u": b.id, "after": cursor }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    // Likewise between two users' friend lists.
+    let fq = "query($u: String!, $after: String) { user(username: $u) { friends(first: 1, after: $after) { pageInfo { endCursor } } } }";
+    let c = app.sign_up("cat").await;
+    app.befriend(&a, &c).await;
+    app.befriend(&a, &b).await;
+    app.befriend(&b, &c).await;
+    let page = app.ok(a.token(), fq, json!({ "u": "ann" })).await;
+    let cursor = page["user"]["friends"]["pageInfo"]["endCursor"].clone();
+    assert!(cursor.is_string());
+    let resp = app
+        .gql(a.token(), fq, json!({ "u": "ben", "after": cursor }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+}
+
+both_backends!(cursors_are_bound_to_their_list);
+
+/// The SQLite file that holds password hashes, and the data dir, are the
+/// owner's alone.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_file_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    app.sign_up("private").await;
+    let path = app
+        .database_url
+        .trim_start_matches("sqlite://")
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{path}");
+    let dir = std::path::Path::new(&path).parent().unwrap();
+    let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700);
+    app.finish().await;
+}

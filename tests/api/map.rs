@@ -164,6 +164,8 @@ async fn map_pins_and_badges(app: &TestApp) {
             json!({ "latitude": 51.5007, "longitude": -0.1246, "visibility": "PUBLIC" }),
         )
         .await;
+    // Later, so that the location's newest moment is the newest activity.
+    app.clock.advance(std::time::Duration::from_secs(1));
     let located = app
         .post_moment(&u, json!({ "latitude": 51.5014, "longitude": -0.1419, "placeName": "Buckingham Palace", "visibility": "PUBLIC" }))
         .await;

@@ -4,7 +4,7 @@ use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::moment::MomentList;
-use crate::domain::page::CursorKind;
+use crate::domain::page::{CursorKind, List};
 use crate::domain::{location, map, moment};
 use crate::graphql::loaders::prime_moments;
 use crate::graphql::types::{
@@ -36,7 +36,7 @@ impl MomentQuery {
     ) -> Result<Connection<String, Moment>> {
         moments_of(
             ctx,
-            CursorKind::MomentFeed,
+            List(CursorKind::MomentFeed, viewer(ctx).id().unwrap_or(0)),
             MomentList::Feed(scope.into()),
             first,
             after,

@@ -3,7 +3,7 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::page::{CursorKind, PageArgs};
+use crate::domain::page::{CursorKind, List, PageArgs};
 use crate::domain::status;
 use crate::graphql::loaders::{prime_statuses, prime_tray, wants_authors, wants_seen};
 use crate::graphql::types::{
@@ -18,9 +18,12 @@ pub(crate) async fn statuses_of(
     args: PageArgs,
 ) -> Result<Connection<String, Status>> {
     let app = app(ctx)?;
-    let q = app
-        .cursors
-        .query(CursorKind::Status, &args, 10, app.config.max_page_size)?;
+    let q = app.cursors.query(
+        List(CursorKind::Status, author),
+        &args,
+        10,
+        app.config.max_page_size,
+    )?;
     let seen_by = wants_seen(ctx);
     let (page, seen) =
         status::page_by_author(db(ctx)?, author, app.clock.now(), &q, seen_by).await?;
@@ -28,7 +31,7 @@ pub(crate) async fn statuses_of(
     prime_statuses(ctx, &rows, seen.as_ref()).await?;
     Ok(connection(
         &app.cursors,
-        CursorKind::Status,
+        List(CursorKind::Status, author),
         page,
         Status::new,
     ))
@@ -49,7 +52,13 @@ impl StatusQuery {
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
     ) -> Result<Connection<String, StoryTrayEntry>> {
         let app = app(ctx)?;
-        let q = forward_query(ctx, CursorKind::Tray, first, after, 20)?;
+        let q = forward_query(
+            ctx,
+            List(CursorKind::Tray, viewer(ctx).id().unwrap_or(0)),
+            first,
+            after,
+            20,
+        )?;
         let (page, profiles) = status::tray_page(
             db(ctx)?,
             viewer(ctx).id(),
@@ -63,7 +72,7 @@ impl StatusQuery {
         prime_tray(ctx, &authors, profiles).await?;
         Ok(connection(
             &app.cursors,
-            CursorKind::Tray,
+            List(CursorKind::Tray, viewer(ctx).id().unwrap_or(0)),
             page,
             StoryTrayEntry::from,
         ))

@@ -3,7 +3,7 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::page::CursorKind;
+use crate::domain::page::{CursorKind, List};
 use crate::domain::{friend, user};
 use crate::error::AppError;
 use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
@@ -56,8 +56,8 @@ impl UserQuery {
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
         let v = viewer(ctx).require()?;
-        let q = forward_query(ctx, CursorKind::FriendRequest, first, after, 20)?;
+        let q = forward_query(ctx, List(CursorKind::FriendRequest, v), first, after, 20)?;
         let page = friend::incoming_page(db(ctx)?, v, &q).await?;
-        user_connection(ctx, CursorKind::FriendRequest, page).await
+        user_connection(ctx, List(CursorKind::FriendRequest, v), page).await
     }
 }

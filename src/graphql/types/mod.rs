@@ -22,12 +22,14 @@ use async_graphql::{
     ScalarType, Value,
 };
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use super::app;
 use super::loaders::prime_users;
 use crate::clock::{Millis, to_datetime};
 use crate::domain::Scope as DomainScope;
 use crate::domain::friend::FriendshipState as DomainFriendship;
-use crate::domain::page::{CursorKind, Cursors, Page, PageArgs, PageQuery};
+use crate::domain::page::{Cursors, List, Page, PageArgs, PageQuery};
 use crate::domain::user::Profile;
 use crate::error::AppError;
 
@@ -115,15 +117,16 @@ impl From<DomainFriendship> for FriendshipState {
 /// A page as a Relay connection.
 pub fn connection<T, N: OutputType>(
     cursors: &Cursors,
-    kind: CursorKind,
+    list: impl Into<List>,
     page: Page<T>,
     node: impl Fn(T) -> N,
 ) -> Connection<String, N> {
+    let list = list.into();
     let mut c = Connection::new(page.has_previous, page.has_next);
     c.edges.extend(
         page.items
             .into_iter()
-            .map(|(key, item)| Edge::new(cursors.encode(kind, key), node(item))),
+            .map(|(key, item)| Edge::new(cursors.encode(list, key), node(item))),
     );
     c
 }
@@ -131,7 +134,7 @@ pub fn connection<T, N: OutputType>(
 /// Checks the arguments of a forward-only connection (`first`, `after`).
 pub fn forward_query(
     ctx: &Context<'_>,
-    kind: CursorKind,
+    list: impl Into<List>,
     first: Option<i32>,
     after: Option<String>,
     default: u32,
@@ -143,25 +146,37 @@ pub fn forward_query(
         ..Default::default()
     };
     app.cursors
-        .query(kind, &args, default, app.config.max_page_size)
+        .query(list, &args, default, app.config.max_page_size)
 }
 
 /// A page of users as a connection, with what its items ask for loaded at once.
 pub async fn user_connection(
     ctx: &Context<'_>,
-    kind: CursorKind,
+    list: impl Into<List>,
     page: Page<Profile>,
 ) -> Result<Connection<String, User>> {
     let ids: Vec<i64> = page.items.iter().map(|i| i.1.id).collect();
     prime_users(ctx, &ids, &[]).await?;
-    Ok(connection(&app(ctx)?.cursors, kind, page, User))
+    Ok(connection(&app(ctx)?.cursors, list, page, User))
+}
+
+/// The largest page a connection returns, as complexity prices it: set from
+/// `EPHEMERA_MAX_PAGE_SIZE` when a schema is built (complexity functions see
+/// only their arguments). Several servers in one process (tests) price with
+/// the largest of their settings, which over-prices and never under-prices.
+static PRICED_PAGE_MAX: AtomicU32 = AtomicU32::new(50);
+
+/// Prices connections with pages of up to `max` items.
+pub fn price_pages_up_to(max: u32) {
+    PRICED_PAGE_MAX.fetch_max(max, Ordering::Relaxed);
 }
 
 /// What a connection field costs in the complexity limit: its page size
 /// (clamped like the page itself) times what each item asks for.
 pub fn list_cost(first: Option<i32>, last: Option<i32>, default: i32, child: usize) -> usize {
-    let n = last.or(first).unwrap_or(default).clamp(0, 50);
-    1 + usize::try_from(n).unwrap_or(0) * child
+    let max = i32::try_from(PRICED_PAGE_MAX.load(Ordering::Relaxed)).unwrap_or(i32::MAX);
+    let n = last.or(first).unwrap_or(default).clamp(0, max);
+    1 + usize::try_from(n).unwrap_or(0).saturating_mul(child)
 }
 
 /// Any object that can be refetched by its id.

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::domain::geo::BoundingBox;
 use crate::domain::moment::{MomentList, Visibility as DomainVisibility};
-use crate::domain::page::{CursorKind, Page};
+use crate::domain::page::{CursorKind, List, Page};
 use crate::domain::{like, moment as moment_domain};
 use crate::entity::{location, moment};
 use crate::error::AppError;
@@ -153,13 +153,19 @@ impl Moment {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Option<Connection<String, User>>> {
-        let q = forward_query(ctx, CursorKind::MomentLiker, first, after, 20)?;
+        let q = forward_query(
+            ctx,
+            List(CursorKind::MomentLiker, self.0.id),
+            first,
+            after,
+            20,
+        )?;
         if viewer(ctx).id() != Some(self.0.author_id) {
             return Ok(None);
         }
         let page = like::likers_page(db(ctx)?, self.0.id, &q).await?;
         Ok(Some(
-            user_connection(ctx, CursorKind::MomentLiker, page).await?,
+            user_connection(ctx, List(CursorKind::MomentLiker, self.0.id), page).await?,
         ))
     }
 }
@@ -216,7 +222,7 @@ impl Location {
     ) -> Result<Connection<String, Moment>> {
         moments_of(
             ctx,
-            CursorKind::LocationMoments,
+            List(CursorKind::LocationMoments, self.0.id),
             MomentList::Location(self.0.id),
             first,
             after,
@@ -229,18 +235,18 @@ impl Location {
 /// for loaded at once (for every moment connection).
 pub async fn moments_of(
     ctx: &Context<'_>,
-    kind: CursorKind,
+    cursors: List,
     list: MomentList,
     first: Option<i32>,
     after: Option<String>,
 ) -> Result<Connection<String, Moment>> {
     let app = app(ctx)?;
-    let q = forward_query(ctx, kind, first, after, 20)?;
+    let q = forward_query(ctx, cursors, first, after, 20)?;
     let page: Page<moment::Model> =
         moment_domain::page(db(ctx)?, viewer(ctx).id(), list, app.clock.now(), &q).await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
     prime_moments(ctx, &[&["nodes"], &["edges", "node"]], &rows).await?;
-    Ok(connection(&app.cursors, kind, page, Moment::new))
+    Ok(connection(&app.cursors, cursors, page, Moment::new))
 }
 
 /// A standalone moment on the map, at its own coordinates.

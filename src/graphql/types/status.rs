@@ -6,7 +6,7 @@ use async_graphql::connection::Connection;
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user_connection};
-use crate::domain::page::CursorKind;
+use crate::domain::page::{CursorKind, List};
 use crate::domain::status as status_domain;
 use crate::entity::status;
 use crate::graphql::{db, loaders, viewer};
@@ -98,13 +98,19 @@ impl Status {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Option<Connection<String, User>>> {
-        let q = forward_query(ctx, CursorKind::StatusViewer, first, after, 20)?;
+        let q = forward_query(
+            ctx,
+            List(CursorKind::StatusViewer, self.0.id),
+            first,
+            after,
+            20,
+        )?;
         if !self.viewer_is_author(ctx) {
             return Ok(None);
         }
         let page = status_domain::viewers_page(db(ctx)?, &self.0, &q).await?;
         Ok(Some(
-            user_connection(ctx, CursorKind::StatusViewer, page).await?,
+            user_connection(ctx, List(CursorKind::StatusViewer, self.0.id), page).await?,
         ))
     }
 }

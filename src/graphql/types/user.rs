@@ -8,7 +8,7 @@ use super::{
 };
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
 use crate::domain::moment::MomentList;
-use crate::domain::page::{CursorKind, Page, PageArgs};
+use crate::domain::page::{CursorKind, List, Page, PageArgs};
 use crate::domain::user::Profile;
 use crate::error::AppError;
 use crate::graphql::{db, loaders, viewer};
@@ -81,7 +81,7 @@ impl User {
     ) -> Result<Connection<String, Moment>> {
         super::moments_of(
             ctx,
-            CursorKind::UserMoments,
+            List(CursorKind::UserMoments, self.0.id),
             MomentList::Author {
                 author: self.0.id,
                 journaled,
@@ -109,7 +109,7 @@ impl User {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
-        let q = forward_query(ctx, CursorKind::Friend, first, after, 20)?;
+        let q = forward_query(ctx, List(CursorKind::Friend, self.0.id), first, after, 20)?;
         let allowed = match viewer(ctx).id() {
             Some(v) if v == self.0.id => true,
             Some(v) => {
@@ -123,7 +123,7 @@ impl User {
         } else {
             Page::empty()
         };
-        user_connection(ctx, CursorKind::Friend, page).await
+        user_connection(ctx, List(CursorKind::Friend, self.0.id), page).await
     }
 }
 
