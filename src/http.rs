@@ -33,7 +33,7 @@ use tower_http::trace::TraceLayer;
 use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::error::AppError;
-use crate::graphql::limits::{Guarded, ViaGet};
+use crate::graphql::limits::{Guarded, NOT_OVER_GET, ViaGet};
 use crate::graphql::loaders::Loaders;
 use crate::graphql::{self, AppSchema};
 use crate::throttle::{ClientAddr, PasswordBudget};
@@ -174,6 +174,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
         .unwrap_or("")
         .to_owned();
     let is_multipart = content_type.starts_with("multipart/form-data");
+    let reply = Reply::of(&headers);
     if !content_type.starts_with("application/json") && !is_multipart {
         return error_response(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -240,6 +241,16 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
             Err(e) => return error_response(StatusCode::BAD_REQUEST, &e),
         }
     };
+    let missing = match &batch {
+        BatchRequest::Single(r) => !names_a_query(r),
+        BatchRequest::Batch(rs) => !rs.iter().all(names_a_query),
+    };
+    if missing {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &AppError::bad_input("the request has no query"),
+        );
+    }
     let max = state.app.config.max_batch;
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_context(&state, r, &caller)),
@@ -258,8 +269,76 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
                 .collect(),
         ),
     };
-    let response: BatchResponse = state.schema.execute_batch(batch).await;
-    Json(response).into_response()
+    match state.schema.execute_batch(batch).await {
+        BatchResponse::Single(r) => graphql_response(reply, r),
+        batch @ BatchResponse::Batch(_) => {
+            ([(header::CONTENT_TYPE, reply.content_type())], Json(batch)).into_response()
+        }
+    }
+}
+
+/// The media type a GraphQL response goes out as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reply {
+    /// `application/json`: every response 200, as legacy clients expect.
+    Json,
+    /// `application/graphql-response+json`, when the client accepts it: a
+    /// request error (nothing executed) is 400 and has no `data`.
+    GraphqlResponse,
+}
+
+impl Reply {
+    fn of(headers: &HeaderMap) -> Self {
+        let accepts = headers
+            .get_all(header::ACCEPT)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .any(|v| v.contains("application/graphql-response+json"));
+        if accepts {
+            Reply::GraphqlResponse
+        } else {
+            Reply::Json
+        }
+    }
+
+    fn content_type(self) -> &'static str {
+        match self {
+            Reply::Json => "application/json",
+            Reply::GraphqlResponse => "application/graphql-response+json; charset=utf-8",
+        }
+    }
+}
+
+/// One operation's response as GraphQL over HTTP says: a request error
+/// (parse, validation, variables, limits: errors without a path and no
+/// data) is 400 without `data` under `application/graphql-response+json`;
+/// under `application/json` everything is 200.
+fn graphql_response(reply: Reply, response: async_graphql::Response) -> Response {
+    let request_error = response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| e.path.is_empty());
+    if reply == Reply::Json || !request_error {
+        return (
+            [(header::CONTENT_TYPE, reply.content_type())],
+            Json(response),
+        )
+            .into_response();
+    }
+    let mut body = serde_json::to_value(&response).unwrap_or_default();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("data");
+    }
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, reply.content_type())],
+        Json(body),
+    )
+        .into_response()
+}
+
+/// Whether a request names what to run: a query, or a persisted query's hash.
+fn names_a_query(r: &async_graphql::Request) -> bool {
+    !r.query.is_empty() || r.extensions.contains_key("persistedQuery")
 }
 
 /// A request body: one operation object, or a non-empty array of them.
@@ -307,11 +386,26 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
             );
         }
     };
+    if !names_a_query(&gql) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &AppError::bad_input("the request has no query parameter"),
+        );
+    }
+    let reply = Reply::of(request.headers());
     let response = state
         .schema
         .execute(with_context(&state, gql, &caller).data(ViaGet))
         .await;
-    Json(response).into_response()
+    if response.errors.iter().any(|e| e.message == NOT_OVER_GET) {
+        let mut refused = graphql_response(Reply::Json, response);
+        *refused.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        refused
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return refused;
+    }
+    graphql_response(reply, response)
 }
 
 async fn websocket(state: HttpState, request: Request) -> Response {

@@ -27,6 +27,7 @@ use async_graphql::{Data, Executor, Request, Response, ServerError};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use lru::LruCache;
+use sha2::{Digest, Sha256};
 
 use super::AppSchema;
 use crate::error::{Code, INTERNAL_MESSAGE};
@@ -57,19 +58,88 @@ pub struct Limits {
 /// Parsed documents by query text.
 type Documents = Mutex<LruCache<String, ExecutableDocument>>;
 
-/// The guard: the limits, and the documents parsed so far.
+/// How many persisted queries (Apollo's automatic persisted queries) are
+/// remembered by hash.
+pub const PERSISTED_QUERIES: usize = 1024;
+
+/// The message with which a GET carrying a mutation is refused (HTTP
+/// answers it 405).
+pub const NOT_OVER_GET: &str = "mutations and subscriptions are not allowed over GET; use POST";
+
+/// The guard: the limits, the documents parsed so far, and the persisted
+/// queries.
 struct Guard {
     limits: Limits,
     documents: Documents,
+    persisted: Mutex<LruCache<String, String>>,
 }
 
 impl Guard {
     fn new(limits: Limits) -> Self {
         let size = NonZeroUsize::new(PARSED_DOCUMENTS).unwrap_or(NonZeroUsize::MIN);
+        let persisted = NonZeroUsize::new(PERSISTED_QUERIES).unwrap_or(NonZeroUsize::MIN);
         Self {
             limits,
             documents: Mutex::new(LruCache::new(size)),
+            persisted: Mutex::new(LruCache::new(persisted)),
         }
+    }
+
+    /// Apollo's automatic persisted queries: a request whose
+    /// `extensions.persistedQuery.sha256Hash` names a query the guard knows
+    /// may leave `query` out; one that sends both has the query remembered
+    /// (if the hash is the query's: otherwise `BAD_USER_INPUT`). A hash alone
+    /// that is not known answers `PERSISTED_QUERY_NOT_FOUND`, and the client
+    /// sends the query with it. Queries over [`CACHED_QUERY_MAX`] bytes are
+    /// not remembered.
+    fn persisted_query(&self, request: &mut Request) -> Result<(), ServerError> {
+        let Some(pq) = request.extensions.get("persistedQuery") else {
+            return Ok(());
+        };
+        let hash = match pq {
+            async_graphql::Value::Object(o) => match (o.get("version"), o.get("sha256Hash")) {
+                (Some(async_graphql::Value::Number(v)), Some(async_graphql::Value::String(h)))
+                    if v.as_u64() == Some(1) && h.len() == 64 =>
+                {
+                    h.to_ascii_lowercase()
+                }
+                _ => return Err(bad_input("persistedQuery needs version 1 and a sha256Hash")),
+            },
+            _ => return Err(bad_input("persistedQuery must be an object")),
+        };
+        if request.query.is_empty() {
+            let known = self
+                .persisted
+                .lock()
+                .ok()
+                .and_then(|mut p| p.get(&hash).cloned());
+            return match known {
+                Some(query) => {
+                    request.query = query;
+                    Ok(())
+                }
+                None => {
+                    let mut e = ServerError::new("PersistedQueryNotFound", None);
+                    e.extensions
+                        .get_or_insert_with(Default::default)
+                        .set("code", "PERSISTED_QUERY_NOT_FOUND");
+                    Err(e)
+                }
+            };
+        }
+        let actual: String = Sha256::digest(request.query.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        if actual != hash {
+            return Err(bad_input("provided sha256Hash does not match the query"));
+        }
+        if request.query.len() <= CACHED_QUERY_MAX
+            && let Ok(mut p) = self.persisted.lock()
+        {
+            p.put(hash, request.query.clone());
+        }
+        Ok(())
     }
 
     fn recall(&self, query: &str) -> Option<ExecutableDocument> {
@@ -90,6 +160,7 @@ impl Guard {
     /// a limit; otherwise hands the parsed document on with the request, and
     /// lets a query hold one database connection.
     fn check(&self, request: &mut Request) -> Result<(), ServerError> {
+        self.persisted_query(request)?;
         let remembered = match self.recall(&request.query) {
             Some(doc) => {
                 request.set_parsed_query(doc);
@@ -133,9 +204,7 @@ impl Guard {
         }
         let query_only = is_query_only(doc);
         if via_get && !query_only {
-            return Err(bad_input(
-                "mutations and subscriptions are not allowed over GET; use POST",
-            ));
+            return Err(bad_input(NOT_OVER_GET));
         }
         if query_only {
             super::loaders::pin_query(request);

@@ -965,3 +965,113 @@ async fn the_database_file_is_private() {
     assert_eq!(mode, 0o700);
     app.finish().await;
 }
+
+/// GraphQL over HTTP as the spec (and the `graphql-http` audit) says:
+/// `application/graphql-response+json` when accepted, with request errors
+/// 400 and without `data`; a GET mutation 405; no query 400.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graphql_over_http_conformance() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let url = format!("{}/graphql", app.base);
+    let post = |body: Value, accept: &'static str| {
+        let http = app.http.clone();
+        let url = url.clone();
+        async move {
+            let resp = http
+                .post(url)
+                .header("accept", accept)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let ty = resp.headers()["content-type"].to_str().unwrap().to_owned();
+            (status, ty, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let gr = "application/graphql-response+json, application/json;q=0.9";
+    let (status, ty, body) = post(json!({ "query": "{ __typename }" }), gr).await;
+    assert_eq!(
+        (status, ty.as_str()),
+        (200, "application/graphql-response+json; charset=utf-8")
+    );
+    assert_eq!(body["data"]["__typename"], "Query");
+    for bad in ["{", "{ nope }", "query($v: Int!) { __typename }"] {
+        let (status, _, body) = post(json!({ "query": bad }), gr).await;
+        assert_eq!(status, 400, "{bad}: {body}");
+        assert!(body.get("data").is_none(), "{body}");
+        assert_eq!(error_code(&body), "BAD_USER_INPUT");
+        // Legacy JSON clients get 200, as before.
+        let (status, ty, _) = post(json!({ "query": bad }), "application/json").await;
+        assert_eq!((status, ty.as_str()), (200, "application/json"));
+    }
+    // An execution error is not a request error.
+    let (status, _, body) = post(
+        json!({ "query": "mutation { createStatus(input: { caption: \"x\" }) { id } }" }),
+        gr,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(error_code(&body), "UNAUTHENTICATED");
+    // No query.
+    let (status, _, body) = post(json!({ "notAQuery": "{ __typename }" }), gr).await;
+    assert_eq!(status, 400, "{body}");
+    let resp = app.http.get(&url).send().await.unwrap();
+    assert_eq!(resp.status(), 400);
+    // A mutation over GET: 405, Allow: POST, nothing done.
+    let resp = app
+        .http
+        .get(&url)
+        .query(&[(
+            "query",
+            "mutation { signUp(input: { username: \"viaget\", password: \"password123\" }) { token } }",
+        )])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(resp.headers()["allow"], "POST");
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 0);
+    app.finish().await;
+}
+
+/// Apollo's automatic persisted queries: a hash alone is not found until
+/// the query has come with it; then the hash alone runs it, by POST or GET.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_persisted_queries() {
+    use sha2::{Digest, Sha256};
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let query = "query Hello { __typename }";
+    let hash: String = Sha256::digest(query.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let ext = json!({ "persistedQuery": { "version": 1, "sha256Hash": hash } });
+    let (_, resp) = app.post(None, &json!({ "extensions": ext })).await;
+    assert_eq!(error_code(&resp), "PERSISTED_QUERY_NOT_FOUND", "{resp}");
+    assert_eq!(resp["errors"][0]["message"], "PersistedQueryNotFound");
+    // The wrong hash for a query is refused and not remembered.
+    let wrong = json!({ "persistedQuery": { "version": 1, "sha256Hash": "0".repeat(64) } });
+    let (_, resp) = app
+        .post(None, &json!({ "query": query, "extensions": wrong }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    let (_, resp) = app
+        .post(None, &json!({ "query": query, "extensions": ext }))
+        .await;
+    assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    let (_, resp) = app.post(None, &json!({ "extensions": ext })).await;
+    assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    let resp: Value = app
+        .http
+        .get(format!("{}/graphql", app.base))
+        .query(&[("extensions", ext.to_string())])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    app.finish().await;
+}
