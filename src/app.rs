@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::db::{self, DbStats, QueryConnections};
 use crate::domain::media::MediaStats;
 use crate::domain::page::Cursors;
+use crate::domain::session::AliveSessions;
 use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
 use crate::ids::IdGenerator;
@@ -46,6 +47,8 @@ pub struct AppState {
     pub passwords: Arc<Passwords>,
     /// Password-attempt limits per client address and account.
     pub attempts: Arc<Attempts>,
+    /// Sessions this instance found alive lately.
+    pub sessions: Arc<AliveSessions>,
 }
 
 impl AppState {
@@ -102,6 +105,7 @@ impl AppState {
                 config.auth_attempts_per_address,
                 config.auth_attempts_per_account,
             )),
+            sessions: Arc::new(AliveSessions::default()),
             db,
             tokens: Arc::new(TokenKeys::new(
                 secret.as_bytes(),

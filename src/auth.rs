@@ -39,6 +39,17 @@ struct Claims {
     sub: String,
     iat: i64,
     exp: i64,
+    /// The session the token belongs to (see `domain::session`); tokens
+    /// issued before sessions existed have none and are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sid: Option<String>,
+}
+
+/// What a valid token says: whose it is and which session it belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bearer {
+    pub user: i64,
+    pub session: i64,
 }
 
 /// Issues and checks tokens.
@@ -64,19 +75,28 @@ impl TokenKeys {
         }
     }
 
-    /// A token for `user_id`, valid for the configured lifetime from `now`.
-    pub fn issue(&self, user_id: i64, now: Millis) -> AppResult<String> {
+    /// How long a token (and its session) lives.
+    pub fn ttl_ms(&self) -> Millis {
+        self.ttl_ms
+    }
+
+    /// A token for `user_id`'s session `session`, valid for the configured
+    /// lifetime from `now` (and while the session lasts).
+    pub fn issue(&self, user_id: i64, session: i64, now: Millis) -> AppResult<String> {
         let claims = Claims {
             sub: user_id.to_string(),
             iat: now / 1000,
             exp: (now.saturating_add(self.ttl_ms)) / 1000,
+            sid: Some(session.to_string()),
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
             .map_err(|e| AppError::internal("signing a token", e))
     }
 
-    /// The user a token names, if it is ours and has not expired at `now`.
-    pub fn verify(&self, token: &str, now: Millis) -> AppResult<i64> {
+    /// The user and session a token names, if it is ours and has not
+    /// expired at `now` (whether the session still exists is the caller's
+    /// to check).
+    pub fn verify(&self, token: &str, now: Millis) -> AppResult<Bearer> {
         let mut validation = Validation::new(Algorithm::HS256);
         // Expiry is checked below against the server's clock, not the system's.
         validation.validate_exp = false;
@@ -86,16 +106,29 @@ impl TokenKeys {
         if data.claims.exp * 1000 <= now {
             return Err(AppError::unauthenticated("token expired"));
         }
-        data.claims
+        let user = data
+            .claims
             .sub
             .parse()
-            .map_err(|_| AppError::unauthenticated("invalid token"))
+            .map_err(|_| AppError::unauthenticated("invalid token"))?;
+        let session = data
+            .claims
+            .sid
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                AppError::unauthenticated("token from before sessions: sign in again")
+            })?;
+        Ok(Bearer { user, session })
     }
 
-    /// The viewer an `Authorization` header value names (`None` = anonymous).
-    pub fn viewer_from_header(&self, header: Option<&str>, clock: &Clock) -> AppResult<Viewer> {
+    /// The bearer an `Authorization` header value names (`None` = anonymous).
+    pub fn bearer_from_header(
+        &self,
+        header: Option<&str>,
+        clock: &Clock,
+    ) -> AppResult<Option<Bearer>> {
         let Some(value) = header.map(str::trim).filter(|v| !v.is_empty()) else {
-            return Ok(Viewer::Anonymous);
+            return Ok(None);
         };
         let token = value
             .strip_prefix("Bearer ")
@@ -105,7 +138,7 @@ impl TokenKeys {
             .ok_or_else(|| {
                 AppError::unauthenticated("expected \"Authorization: Bearer <token>\"")
             })?;
-        self.verify(token, clock.now()).map(Viewer::User)
+        self.verify(token, clock.now()).map(Some)
     }
 }
 
@@ -217,8 +250,14 @@ mod tests {
     fn tokens_expire_by_the_server_clock() {
         let keys = TokenKeys::new(b"0123456789abcdef0123456789abcdef", 60_000);
         let now = 1_800_000_000_000;
-        let token = keys.issue(42, now).unwrap();
-        assert_eq!(keys.verify(&token, now + 1_000).unwrap(), 42);
+        let token = keys.issue(42, 7, now).unwrap();
+        assert_eq!(
+            keys.verify(&token, now + 1_000).unwrap(),
+            Bearer {
+                user: 42,
+                session: 7
+            }
+        );
         assert!(keys.verify(&token, now + 61_000).is_err());
         let other = TokenKeys::new(b"another secret another secret 00", 60_000);
         assert!(other.verify(&token, now).is_err());

@@ -49,12 +49,22 @@ impl StatusCreated {
     }
 }
 
+/// Sessions that ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// One session (signed out).
+    Session(i64),
+    /// Every session of a user (signed out everywhere, password changed,
+    /// account deleted).
+    User(i64),
+}
+
 /// Publishes events to every subscriber.
 #[derive(Clone, Debug)]
 pub struct EventBus {
     sender: broadcast::Sender<Event>,
-    /// Accounts whose sessions must end now (deleted), for open websockets.
-    ended: broadcast::Sender<i64>,
+    /// Sessions that ended, for the open websockets that stand on them.
+    ended: broadcast::Sender<Ended>,
 }
 
 impl EventBus {
@@ -65,13 +75,13 @@ impl EventBus {
         Self { sender, ended }
     }
 
-    /// Tells this instance's open websockets that `user`'s sessions are over.
-    pub fn end_account(&self, user: i64) {
-        let _ = self.ended.send(user);
+    /// Tells this instance's open websockets that sessions are over.
+    pub fn end(&self, ended: Ended) {
+        let _ = self.ended.send(ended);
     }
 
-    /// Accounts ended from now on.
-    pub fn ended_accounts(&self) -> broadcast::Receiver<i64> {
+    /// Sessions ended from now on.
+    pub fn ended(&self) -> broadcast::Receiver<Ended> {
         self.ended.subscribe()
     }
 

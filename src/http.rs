@@ -31,7 +31,8 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
-use crate::auth::Viewer;
+use crate::auth::{Bearer, Viewer};
+use crate::domain::session;
 use crate::error::AppError;
 use crate::graphql::limits::{Guarded, NOT_OVER_GET, ViaGet};
 use crate::graphql::loaders::Loaders;
@@ -90,30 +91,40 @@ fn error_response(status: StatusCode, err: &AppError) -> Response {
     (status, Json(err.to_graphql_json())).into_response()
 }
 
-/// The viewer a request's `Authorization` header names.
-fn viewer(state: &HttpState, headers: &HeaderMap) -> Result<Viewer, AppError> {
-    let header = headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.to_str().unwrap_or("?"));
-    state
-        .app
-        .tokens
-        .viewer_from_header(header, &state.app.clock)
+/// The token an `Authorization` header value carries, and the viewer it
+/// stands for while its session lasts.
+async fn authenticate(
+    app: &AppState,
+    header: Option<&str>,
+) -> Result<(Viewer, Option<Bearer>), AppError> {
+    let bearer = app.tokens.bearer_from_header(header, &app.clock)?;
+    Ok((session::viewer(app, bearer).await?, bearer))
 }
 
-/// Who is calling: the viewer, the client's address, and the password
-/// check the HTTP request (all operations of a batch together) may spend.
+/// Who is calling: the viewer (and the token's session), the client's
+/// address, and the password check the HTTP request (all operations of a
+/// batch together) may spend.
 #[derive(Clone)]
 struct Caller {
     viewer: Viewer,
+    bearer: Option<Bearer>,
     client: Option<ClientAddr>,
     budget: PasswordBudget,
 }
 
 impl Caller {
-    fn new(state: &HttpState, headers: &HeaderMap, peer: Option<Peer>) -> Result<Self, AppError> {
+    async fn new(
+        state: &HttpState,
+        headers: &HeaderMap,
+        peer: Option<Peer>,
+    ) -> Result<Self, AppError> {
+        let header = headers
+            .get(header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or("?"));
+        let (viewer, bearer) = authenticate(&state.app, header).await?;
         Ok(Self {
-            viewer: viewer(state, headers)?,
+            viewer,
+            bearer,
             client: client_addr(headers, peer, state.app.config.trusted_proxies),
             budget: PasswordBudget::default(),
         })
@@ -149,14 +160,17 @@ fn with_context(
     request: async_graphql::Request,
     caller: &Caller,
 ) -> async_graphql::Request {
-    let request = request
+    let mut request = request
         .data(caller.viewer)
         .data(caller.budget.clone())
         .data(Loaders::per_request(&state.app));
-    match caller.client {
-        Some(client) => request.data(client),
-        None => request,
+    if let Some(client) = caller.client {
+        request = request.data(client);
     }
+    if let Some(bearer) = caller.bearer {
+        request = request.data(bearer);
+    }
+    request
 }
 
 /// Initial read buffer of a websocket (it grows for a larger message).
@@ -201,7 +215,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
         }
     }
     let peer = request.extensions().get::<Peer>().copied();
-    let caller = match Caller::new(&state, &headers, peer) {
+    let caller = match Caller::new(&state, &headers, peer).await {
         Ok(c) => c,
         Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
@@ -372,7 +386,7 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
         return websocket(state, request).await;
     }
     let peer = request.extensions().get::<Peer>().copied();
-    let caller = match Caller::new(&state, request.headers(), peer) {
+    let caller = match Caller::new(&state, request.headers(), peer).await {
         Ok(c) => c,
         Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
     };
@@ -470,16 +484,26 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         .read_buffer_size(WS_READ_BUFFER)
         .write_buffer_size(0)
         .on_upgrade(move |socket| async move {
+            let recheck = app.clone();
             let session = ws::Session {
-                ended: app.events.ended_accounts(),
+                ended: app.events.ended(),
                 client,
-                authenticate: |payload: serde_json::Value| {
-                    let header = payload
-                        .get("authorization")
-                        .or_else(|| payload.get("Authorization"))
-                        .and_then(|v| v.as_str());
-                    app.tokens.viewer_from_header(header, &app.clock)
-                },
+                authenticate: Box::new(move |payload: serde_json::Value| {
+                    Box::pin(async move {
+                        let header = payload
+                            .get("authorization")
+                            .or_else(|| payload.get("Authorization"))
+                            .and_then(|v| v.as_str());
+                        authenticate(&app, header).await
+                    })
+                }),
+                still_valid: Box::new(move |bearer| {
+                    let app = recheck.clone();
+                    Box::pin(async move {
+                        // A failed check (database away) keeps the socket.
+                        session::alive(&app, bearer).await.unwrap_or(true)
+                    })
+                }),
             };
             ws::serve(socket, protocol, schema, limits, session).await;
             drop(admitted);

@@ -148,7 +148,7 @@ impl Bench {
     /// A sign-in token for account `user`.
     pub fn token(&self, user: i64) -> String {
         self.tokens
-            .issue(user, chrono::Utc::now().timestamp_millis())
+            .issue(user, user, chrono::Utc::now().timestamp_millis())
             .expect("token")
     }
 
@@ -194,6 +194,14 @@ impl Bench {
         self.exec(&format!(
             "INSERT INTO users (id, username, username_key, display_name, password_hash, created_at) \
              {with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now} FROM {from}"
+        ))
+        .await;
+        // One sign-in session per account, numbered as the account, so
+        // that `token(user)` can name it.
+        let expires = now + 30 * 24 * HOUR_MS;
+        self.exec(&format!(
+            "INSERT INTO sessions (id, user_id, created_at, expires_at) \
+             SELECT id, id, {now}, {expires} FROM users"
         ))
         .await;
         // Friends at i + k * step for k = 1..25, so everyone has 50.

@@ -41,6 +41,7 @@ mod m20261129_000001_foundation;
 mod m20261129_000002_media_lifecycle;
 mod m20261129_000003_moments;
 mod m20261129_000004_map_counts;
+mod m20261201_000005_sessions;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -53,6 +54,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000002_media_lifecycle::Migration),
             Box::new(m20261129_000003_moments::Migration),
             Box::new(m20261129_000004_map_counts::Migration),
+            Box::new(m20261201_000005_sessions::Migration),
         ]
     }
 }

@@ -12,6 +12,7 @@ pub mod map;
 pub mod media;
 pub mod moment;
 pub mod page;
+pub mod session;
 pub mod status;
 pub mod user;
 pub mod visibility;

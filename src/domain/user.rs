@@ -120,7 +120,8 @@ pub async fn sign_up(
             AppError::from(e)
         }
     })?;
-    let token = app.tokens.issue(user.id, now)?;
+    let session = super::session::start(&app.db, user.id, now, app.tokens.ttl_ms()).await?;
+    let token = app.tokens.issue(user.id, session, now)?;
     Ok(Session {
         token,
         user: profile(user),
@@ -157,10 +158,14 @@ pub async fn sign_in(
         .verify(password, found.as_ref().map(|u| u.password_hash.clone()))
         .await?;
     match found {
-        Some(user) if ok => Ok(Session {
-            token: app.tokens.issue(user.id, app.clock.now())?,
-            user: profile(user),
-        }),
+        Some(user) if ok => {
+            let now = app.clock.now();
+            let session = super::session::start(&app.db, user.id, now, app.tokens.ttl_ms()).await?;
+            Ok(Session {
+                token: app.tokens.issue(user.id, session, now)?,
+                user: profile(user),
+            })
+        }
         _ => Err(AppError::unauthenticated("wrong username or password")),
     }
 }
@@ -218,8 +223,57 @@ pub async fn delete_account(
     }
     super::location::drop_unused(&txn, &places).await?;
     txn.commit().await?;
-    app.events.end_account(id);
+    app.events.end(crate::events::Ended::User(id));
     Ok(())
+}
+
+/// Changes `id`'s password after checking the current one (`FORBIDDEN` if
+/// wrong, and nothing changes): every session of the account ends (all its
+/// tokens stop working, its websockets close) and a new one is started for
+/// the caller.
+pub async fn change_password(
+    app: &AppState,
+    id: i64,
+    current: String,
+    new: String,
+    client: Option<ClientAddr>,
+) -> AppResult<Session> {
+    validate_password(&new)?;
+    let found: Option<user::Model> = db::fetch_one(
+        &app.db,
+        "SELECT * FROM users WHERE id = $1",
+        vec![id.into()],
+    )
+    .await?;
+    let Some(found) = found else {
+        return Err(gone());
+    };
+    app.attempts.attempt(client, Some(&found.username_key))?;
+    let ok = current.chars().count() <= MAX_PASSWORD
+        && app
+            .passwords
+            .verify(current, Some(found.password_hash.clone()))
+            .await?;
+    if !ok {
+        return Err(AppError::forbidden("wrong password"));
+    }
+    let hash = app.passwords.hash(new).await?;
+    let now = app.clock.now();
+    let txn = db::begin(&app.db).await?;
+    db::execute(
+        &txn,
+        "UPDATE users SET password_hash = $1 WHERE id = $2",
+        vec![hash.into(), id.into()],
+    )
+    .await?;
+    let ended = super::session::end_all(&txn, id).await?;
+    let session = super::session::start(&txn, id, now, app.tokens.ttl_ms()).await?;
+    txn.commit().await?;
+    super::session::forget_all(app, id, &ended);
+    Ok(Session {
+        token: app.tokens.issue(id, session, now)?,
+        user: profile(found),
+    })
 }
 
 /// The error for a valid token whose account was deleted.

@@ -13,7 +13,8 @@
 //!   [`MAX_BEFORE_INIT`] messages before it close the socket (4400).
 //! - **Keepalive and session checks**: a websocket ping every `keepalive`;
 //!   a socket silent for three of them is closed (4408), and so is one whose
-//!   account is deleted (4403), at once on this instance.
+//!   session ends (4403: signed out, password changed, account deleted), at
+//!   once on this instance and at the next keepalive on any other.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,13 +23,15 @@ use std::time::Duration;
 use async_graphql::http::{ClientMessage, WebSocketProtocols as Protocols};
 use async_graphql::{Data, Executor, Response};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::auth::Viewer;
+use crate::auth::{Bearer, Viewer};
 use crate::error::AppError;
+use crate::events::Ended;
 use crate::graphql::limits::Guarded;
 use crate::throttle::{ClientAddr, PasswordBudget};
 
@@ -43,12 +46,19 @@ pub struct WsLimits {
     pub max_operations: usize,
 }
 
+/// Checks `connection_init`'s payload: the viewer and its token, or why not.
+pub type Authenticate =
+    Box<dyn FnOnce(Value) -> BoxFuture<'static, Result<(Viewer, Option<Bearer>), AppError>> + Send>;
+
+/// Whether a token's session still lasts (asked at every keepalive).
+pub type StillValid = Box<dyn Fn(Bearer) -> BoxFuture<'static, bool> + Send + Sync>;
+
 /// What the socket's session needs from the rest of the server.
-pub struct Session<A> {
-    /// Checks `connection_init`'s payload: the viewer, or why not.
-    pub authenticate: A,
-    /// Accounts ended on this instance (deleted), as they end.
-    pub ended: tokio::sync::broadcast::Receiver<i64>,
+pub struct Session {
+    pub authenticate: Authenticate,
+    pub still_valid: StillValid,
+    /// Sessions ended on this instance, as they end.
+    pub ended: tokio::sync::broadcast::Receiver<Ended>,
     pub client: Option<ClientAddr>,
 }
 
@@ -101,15 +111,13 @@ fn client_message(message: &Message) -> Option<serde_json::Result<ClientMessage>
 }
 
 /// Serves one upgraded socket until either side ends it.
-pub async fn serve<A>(
+pub async fn serve(
     socket: WebSocket,
     protocol: Protocols,
     executor: Guarded,
     limits: WsLimits,
-    mut session: Session<A>,
-) where
-    A: FnOnce(Value) -> Result<Viewer, AppError>,
-{
+    mut session: Session,
+) {
     let (mut sink, mut stream) = socket.split();
     let out = Out { protocol };
 
@@ -117,7 +125,7 @@ pub async fn serve<A>(
     let deadline = tokio::time::sleep(limits.init_timeout);
     tokio::pin!(deadline);
     let mut early = 0usize;
-    let viewer = loop {
+    let (viewer, bearer) = loop {
         let message = tokio::select! {
             () = &mut deadline => {
                 let _ = sink.send(close(4408, "Connection initialisation timeout")).await;
@@ -145,8 +153,8 @@ pub async fn serve<A>(
                 return;
             }
             Some(Ok(ClientMessage::ConnectionInit { payload })) => {
-                match (session.authenticate)(payload.unwrap_or_default()) {
-                    Ok(viewer) => break viewer,
+                match (session.authenticate)(payload.unwrap_or_default()).await {
+                    Ok(found) => break found,
                     Err(e) => {
                         if protocol == Protocols::SubscriptionsTransportWS {
                             let error = &e.to_graphql_json()["errors"][0];
@@ -181,6 +189,9 @@ pub async fn serve<A>(
 
     let mut data = Data::default();
     data.insert(viewer);
+    if let Some(bearer) = bearer {
+        data.insert(bearer);
+    }
     if let Some(client) = session.client {
         data.insert(client);
     }
@@ -194,7 +205,7 @@ pub async fn serve<A>(
     let mut keepalive = tokio::time::interval(limits.keepalive);
     keepalive.tick().await;
     let mut heard = Instant::now();
-    let mut watch_ended = viewer != Viewer::Anonymous;
+    let mut watch_ended = bearer.is_some();
 
     loop {
         let reply = tokio::select! {
@@ -275,14 +286,25 @@ pub async fn serve<A>(
                     let _ = sink.send(close(4408, "Keepalive timeout")).await;
                     return;
                 }
+                if let Some(bearer) = bearer
+                    && !(session.still_valid)(bearer).await
+                {
+                    let _ = sink.send(close(4403, "Session ended")).await;
+                    return;
+                }
                 if protocol == Protocols::SubscriptionsTransportWS {
                     let _ = sink.send(text(&json!({ "type": "ka" }))).await;
                 }
                 Some(Message::Ping(Default::default()))
             }
             ended = session.ended.recv(), if watch_ended => {
+                let mine = |e: &Ended| match (e, bearer) {
+                    (Ended::User(u), Some(b)) => *u == b.user,
+                    (Ended::Session(s), Some(b)) => *s == b.session,
+                    _ => false,
+                };
                 match ended {
-                    Ok(id) if Some(id) == viewer.id() => {
+                    Ok(e) if mine(&e) => {
                         let _ = sink.send(close(4403, "Session ended")).await;
                         return;
                     }

@@ -1075,3 +1075,106 @@ async fn automatic_persisted_queries() {
     assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
     app.finish().await;
 }
+
+/// Tokens end: one by `signOut`, all by `signOutEverywhere` and
+/// `changePassword`; their websockets close.
+async fn tokens_can_be_revoked(app: &TestApp) {
+    let me = "{ viewer { id } }";
+    let u = app.sign_up("tess").await;
+    let sign_in = |password: &'static str| async move {
+        app.gql(None, SIGN_IN, json!({ "u": "tess", "p": password }))
+            .await
+    };
+    let second = sign_in("password123").await["data"]["signIn"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Rejections first: nothing changes.
+    for q in [
+        "mutation { signOut }",
+        "mutation { signOutEverywhere }",
+        "mutation { changePassword(currentPassword: \"password123\", newPassword: \"another-pass\") { token } }",
+    ] {
+        assert_eq!(app.err(None, q, json!({})).await, "UNAUTHENTICATED", "{q}");
+    }
+    let change = "mutation($c: String!, $n: String!) { changePassword(currentPassword: $c, newPassword: $n) { token } }";
+    let resp = app
+        .gql(
+            Some(&second),
+            change,
+            json!({ "c": "wrong-password", "n": "another-pass" }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "FORBIDDEN");
+    let resp = app
+        .gql(
+            Some(&second),
+            change,
+            json!({ "c": "password123", "n": "short" }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    app.ok(Some(&second), me, json!({})).await;
+
+    // signOut ends this token only.
+    let data = app.ok(u.token(), "mutation { signOut }", json!({})).await;
+    assert_eq!(data["signOut"], true);
+    assert_eq!(app.err(u.token(), me, json!({})).await, "UNAUTHENTICATED");
+    app.ok(Some(&second), me, json!({})).await;
+
+    // changePassword ends every token (and its websockets), gives a new one.
+    let (mut ws, ack) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {second}") }),
+    )
+    .await;
+    assert_eq!(ack["type"], "connection_ack");
+    let data = app
+        .ok(
+            Some(&second),
+            change,
+            json!({ "c": "password123", "n": "another-pass" }),
+        )
+        .await;
+    let fresh = data["changePassword"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(
+        app.err(Some(&second), me, json!({})).await,
+        "UNAUTHENTICATED"
+    );
+    app.ok(Some(&fresh), me, json!({})).await;
+    let closed = ws.next_message().await.unwrap();
+    assert_eq!(closed["code"], 4403, "{closed}");
+    assert_eq!(error_code(&sign_in("password123").await), "UNAUTHENTICATED");
+    let third = sign_in("another-pass").await["data"]["signIn"]["token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // signOutEverywhere ends them all.
+    let (mut ws, _) = WsClient::connect(
+        &app.ws_url,
+        Protocol::LegacyWs,
+        json!({ "authorization": format!("Bearer {third}") }),
+    )
+    .await;
+    let data = app
+        .ok(Some(&fresh), "mutation { signOutEverywhere }", json!({}))
+        .await;
+    assert_eq!(data["signOutEverywhere"], 2);
+    for t in [&fresh, &third] {
+        assert_eq!(app.err(Some(t), me, json!({})).await, "UNAUTHENTICATED");
+    }
+    assert_eq!(ws.next_message().await.unwrap()["code"], 4403);
+    // A websocket cannot open with an ended token either.
+    let (_, refused) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {third}") }),
+    )
+    .await;
+    assert_eq!(refused["code"], 4403, "{refused}");
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM sessions").await, 0);
+}
+
+both_backends!(tokens_can_be_revoked);

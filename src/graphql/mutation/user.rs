@@ -2,7 +2,8 @@
 
 use async_graphql::{Context, Object, Result};
 
-use crate::domain::user;
+use crate::auth::Bearer;
+use crate::domain::{session, user};
 use crate::graphql::types::{AuthPayload, SignInInput, SignUpInput, User};
 use crate::graphql::{app, member};
 use crate::throttle::{ClientAddr, PasswordBudget};
@@ -10,6 +11,13 @@ use crate::throttle::{ClientAddr, PasswordBudget};
 /// The client's address, where the transport knows it.
 fn client(ctx: &Context<'_>) -> Option<ClientAddr> {
     ctx.data_opt::<ClientAddr>().copied()
+}
+
+/// The token the request came with (`UNAUTHENTICATED` without one).
+fn bearer(ctx: &Context<'_>) -> Result<Bearer, crate::error::AppError> {
+    ctx.data_opt::<Bearer>()
+        .copied()
+        .ok_or_else(crate::error::AppError::sign_in_required)
 }
 
 /// Spends the request's one password check (see [`PasswordBudget`]).
@@ -49,6 +57,41 @@ impl UserMutation {
         spend_password_check(ctx)?;
         let session =
             user::sign_in(app(ctx)?, &input.username, input.password, client(ctx)).await?;
+        Ok(AuthPayload {
+            token: session.token,
+            user: User(session.user),
+        })
+    }
+
+    /// Signs this token out: it stops working at once (on other server instances within seconds), and websockets opened with it close. Other sign-ins of the account go on.
+    async fn sign_out(&self, ctx: &Context<'_>) -> Result<bool> {
+        member(ctx).await?;
+        let bearer = bearer(ctx)?;
+        session::end(app(ctx)?, bearer).await?;
+        Ok(true)
+    }
+
+    /// Signs every token of the viewer's account out, this one included (a lost phone); returns how many sign-ins ended.
+    async fn sign_out_everywhere(&self, ctx: &Context<'_>) -> Result<i32> {
+        let me = member(ctx).await?;
+        let app = app(ctx)?;
+        let ended = session::end_all(&app.db, me).await?;
+        session::forget_all(app, me, &ended);
+        Ok(i32::try_from(ended.len()).unwrap_or(i32::MAX))
+    }
+
+    /// Changes the viewer's password (8 to 1,024 characters) after checking the current one (FORBIDDEN if wrong, nothing changes). Every token of the account stops working; the payload holds a new one.
+    async fn change_password(
+        &self,
+        ctx: &Context<'_>,
+        current_password: String,
+        new_password: String,
+    ) -> Result<AuthPayload> {
+        let me = member(ctx).await?;
+        spend_password_check(ctx)?;
+        let session =
+            user::change_password(app(ctx)?, me, current_password, new_password, client(ctx))
+                .await?;
         Ok(AuthPayload {
             token: session.token,
             user: User(session.user),
