@@ -96,7 +96,9 @@ impl AppState {
             media_stats: Arc::new(MediaStats::default()),
             passwords: Arc::new(Passwords::new(
                 match config.password_hashers {
-                    0 => std::thread::available_parallelism().map_or(2, usize::from),
+                    // Half the cores: a flood of password checks from many
+                    // addresses leaves the other half to everything else.
+                    0 => (std::thread::available_parallelism().map_or(2, usize::from) / 2).max(1),
                     n => n,
                 },
                 config.password_queue,

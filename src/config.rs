@@ -348,7 +348,8 @@ pub struct Config {
     pub max_connections_per_address: usize,
 
     /// Passwords hashed or checked at once (argon2id: ~19 MiB and a core
-    /// each for a while); 0 means one per core. More wait their turn.
+    /// each for a while); 0 means half the cores (at least one), so that a
+    /// flood of them leaves the rest to everything else. More wait their turn.
     #[arg(long, env = "EPHEMERA_PASSWORD_HASHERS", default_value_t = 0)]
     pub password_hashers: usize,
 

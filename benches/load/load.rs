@@ -151,7 +151,7 @@ const MAP: &str = "query($b: BoundingBoxInput!) { mapMarkers(bbox: $b, limit: 10
 /// not get. (reqwest, with its pool, URL parsing and per-request header
 /// maps, spent about as much CPU per request as the server did.)
 #[derive(Clone)]
-struct Client {
+pub struct Client {
     addr: Arc<str>,
     host: HeaderValue,
     uri: Uri,
@@ -159,7 +159,7 @@ struct Client {
 }
 
 impl Client {
-    fn new(server: &Server) -> Self {
+    pub fn new(server: &Server) -> Self {
         Self {
             addr: server.addr.as_str().into(),
             host: HeaderValue::from_str(&server.addr).expect("host header"),
@@ -231,10 +231,10 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 
 /// Counts of one loop.
 #[derive(Default)]
-struct Tally {
-    ok: u64,
-    errors: u64,
-    first_error: Option<String>,
+pub struct Tally {
+    pub ok: u64,
+    pub errors: u64,
+    pub first_error: Option<String>,
 }
 
 impl Tally {
@@ -250,7 +250,12 @@ impl Tally {
 }
 
 /// Requests per second with `concurrency` always in flight, for `run`.
-async fn closed_loop(client: &Client, query: &Query, concurrency: usize, run: Duration) -> Tally {
+pub async fn closed_loop(
+    client: &Client,
+    query: &Query,
+    concurrency: usize,
+    run: Duration,
+) -> Tally {
     let deadline = Instant::now() + run;
     let mut tasks = Vec::new();
     for worker in 0..concurrency {

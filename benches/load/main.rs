@@ -17,11 +17,14 @@
 //! - [`subs`]: graphql-transport-ws subscribers, RSS per idle subscriber and
 //!   the time from `createStatus` to delivery.
 //! - [`purge`]: the status purge job against a plain batched `DELETE`.
+//! - [`attack`]: the per-author page's throughput while slow-body
+//!   connections and a sign-in flood run, as a ratio to the same without.
 //! - [`floor`]: async-graphql alone on the tray's and the per-author page's
 //!   queries, with their values in memory: the least a page costs on this stack.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod attack;
 mod cpu;
 mod floor;
 mod load;
@@ -92,7 +95,13 @@ pub struct Opts {
     /// Where databases, logs and scripts go.
     #[arg(long, default_value = "target/bench")]
     pub work_dir: PathBuf,
-    /// Leave out parts: any of floor, http, plain, subs, purge, start.
+    /// Slow-body connections of the attack part.
+    #[arg(long, default_value_t = 200)]
+    pub attack_slow: usize,
+    /// Source addresses of the attack part's sign-in flood.
+    #[arg(long, default_value_t = 32)]
+    pub attack_flooders: u8,
+    /// Leave out parts: any of floor, http, plain, subs, purge, attack, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Only the queries whose name contains one of these (e.g.
@@ -123,6 +132,8 @@ impl Opts {
             purge_workers: vec![2],
             pg_url,
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
+            attack_slow: 20,
+            attack_flooders: 4,
             skip: Vec::new(),
             queries: Vec::new(),
             bench: false,
@@ -195,6 +206,12 @@ async fn run(opts: &Opts) -> Report {
             }
             report.server_after_load(db, size, server.rss_kib(), server.anon_kib());
             server.stop().await;
+        }
+        if opts.runs("attack") {
+            eprintln!("[{db}] load under attack");
+            let result =
+                attack::measure(&bench, opts, opts.attack_slow, opts.attack_flooders).await;
+            report.attack(db, result);
         }
         if opts.runs("subs") {
             eprintln!("[{db}] subscribers");

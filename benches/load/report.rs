@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::Opts;
+use crate::attack::AttackResult;
 use crate::floor::FloorResult;
 use crate::load::{HttpResult, TYPENAME};
 use crate::plain::SqlResult;
@@ -37,6 +38,7 @@ pub struct Report {
     http: Vec<Http>,
     subs: Vec<(Db, Vec<SubResult>)>,
     purge: Vec<(Db, PurgeResult)>,
+    attack: Vec<(Db, AttackResult)>,
     floor: Vec<FloorResult>,
     pending_seed: Option<(Db, u64, Seeded)>,
 }
@@ -133,6 +135,11 @@ impl Report {
 
     pub fn subs(&mut self, db: Db, results: Vec<SubResult>) {
         self.subs.push((db, results));
+    }
+
+    pub fn attack(&mut self, db: Db, result: AttackResult) {
+        eprintln!("  {result:?}");
+        self.attack.push((db, result));
     }
 
     pub fn purge(&mut self, db: Db, result: PurgeResult) {
@@ -297,6 +304,27 @@ impl Report {
                 ratio(p.job_rows_per_s, p.plain_rows_per_s),
             );
         }
+        if !self.attack.is_empty() {
+            out.push_str(
+                "\n### Load held under attack: `statuses(userId, first: 10)`\n\n\
+                 | db | alone req/s | with slow-body connections | ratio | with a sign-in flood | ratio | flood attempts (rate limited) |\n\
+                 |---|---:|---:|---:|---:|---:|---:|\n",
+            );
+            for (db, a) in &self.attack {
+                let _ = writeln!(
+                    out,
+                    "| {db} | {:.0} | {:.0} ({}) | {} | {:.0} | {} | {} ({}) |",
+                    a.baseline,
+                    a.slow_bodies,
+                    a.slow_connections,
+                    ratio(a.slow_bodies, a.baseline),
+                    a.flood,
+                    ratio(a.flood, a.baseline),
+                    a.flood_sent,
+                    a.flood_limited,
+                );
+            }
+        }
         out
     }
 
@@ -389,6 +417,14 @@ impl Report {
             }
         }
         assert!(!self.purge.is_empty(), "no purge measurements");
+        for (db, a) in &self.attack {
+            assert!(
+                a.baseline > 0.0 && a.slow_bodies > 0.0 && a.flood > 0.0 && a.errors == 0,
+                "attack part on {db}: {a:?}"
+            );
+            assert!(a.flood_sent > 0, "the flood sent nothing on {db}");
+        }
+        assert!(!self.attack.is_empty(), "no attack measurements");
         for (db, p) in &self.purge {
             assert_eq!(p.left, (0, 0), "{db}: expired statuses left");
             assert_eq!(u64::try_from(p.outbox).ok(), Some(p.rows), "{db}: outbox");
