@@ -1178,3 +1178,23 @@ async fn tokens_can_be_revoked(app: &TestApp) {
 }
 
 both_backends!(tokens_can_be_revoked);
+
+/// A location pin's `moments` is one statement per pin: priced as a whole
+/// item per pin, so a thousand of them are refused while the flat map is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nested_pin_connections_are_priced_per_pin() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let world = json!({ "south": -90, "west": -180, "north": 90, "east": 180 });
+    let flat = "query($b: BoundingBoxInput!, $l: Int) { mapMarkers(bbox: $b, limit: $l) { markers { \
+                ... on LocationPin { badgeCount location { id name } } } } }";
+    let nested = "query($b: BoundingBoxInput!, $l: Int) { mapMarkers(bbox: $b, limit: $l) { markers { \
+                  ... on LocationPin { location { moments(first: 5) { nodes { id caption } } } } } } }";
+    app.ok(None, flat, json!({ "b": world, "l": 1000 })).await;
+    let resp = app
+        .gql(None, nested, json!({ "b": world, "l": 1000 }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    assert!(first_message(&resp).contains("complexity"), "{resp}");
+    app.ok(None, nested, json!({ "b": world, "l": 50 })).await;
+    app.finish().await;
+}
