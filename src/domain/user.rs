@@ -182,24 +182,7 @@ pub async fn delete_account(
     password: String,
     client: Option<ClientAddr>,
 ) -> AppResult<()> {
-    let found: Option<user::Model> = db::fetch_one(
-        &app.db,
-        "SELECT * FROM users WHERE id = $1",
-        vec![id.into()],
-    )
-    .await?;
-    let Some(found) = found else {
-        return Err(gone());
-    };
-    app.attempts.attempt(client, Some(&found.username_key))?;
-    let ok = password.chars().count() <= MAX_PASSWORD
-        && app
-            .passwords
-            .verify(password, Some(found.password_hash))
-            .await?;
-    if !ok {
-        return Err(AppError::forbidden("wrong password"));
-    }
+    check_password(app, id, password, client).await?;
     let now = app.clock.now();
     let txn = db::begin(&app.db).await?;
     if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
@@ -227,6 +210,36 @@ pub async fn delete_account(
     Ok(())
 }
 
+/// `id`'s account, if `password` is its password: `FORBIDDEN` if not, and
+/// a gone account if it was deleted. A password attempt on the account,
+/// counted as such.
+async fn check_password(
+    app: &AppState,
+    id: i64,
+    password: String,
+    client: Option<ClientAddr>,
+) -> AppResult<user::Model> {
+    let found: Option<user::Model> = db::fetch_one(
+        &app.db,
+        "SELECT * FROM users WHERE id = $1",
+        vec![id.into()],
+    )
+    .await?;
+    let Some(found) = found else {
+        return Err(gone());
+    };
+    app.attempts.attempt(client, Some(&found.username_key))?;
+    let ok = password.chars().count() <= MAX_PASSWORD
+        && app
+            .passwords
+            .verify(password, Some(found.password_hash.clone()))
+            .await?;
+    if !ok {
+        return Err(AppError::forbidden("wrong password"));
+    }
+    Ok(found)
+}
+
 /// Changes `id`'s password after checking the current one (`FORBIDDEN` if
 /// wrong, and nothing changes): every session of the account ends (all its
 /// tokens stop working, its websockets close) and a new one is started for
@@ -239,24 +252,7 @@ pub async fn change_password(
     client: Option<ClientAddr>,
 ) -> AppResult<Session> {
     validate_password(&new)?;
-    let found: Option<user::Model> = db::fetch_one(
-        &app.db,
-        "SELECT * FROM users WHERE id = $1",
-        vec![id.into()],
-    )
-    .await?;
-    let Some(found) = found else {
-        return Err(gone());
-    };
-    app.attempts.attempt(client, Some(&found.username_key))?;
-    let ok = current.chars().count() <= MAX_PASSWORD
-        && app
-            .passwords
-            .verify(current, Some(found.password_hash.clone()))
-            .await?;
-    if !ok {
-        return Err(AppError::forbidden("wrong password"));
-    }
+    let found = check_password(app, id, current, client).await?;
     let hash = app.passwords.hash(new).await?;
     let now = app.clock.now();
     let txn = db::begin(&app.db).await?;

@@ -889,25 +889,12 @@ async fn uploads_are_trimmed_and_rationed(app: &TestApp) {
     assert_eq!(media_rows, 2);
 }
 
-async fn uploads_rationed(backend: Backend) {
-    let app = TestApp::spawn_with(backend, |c| {
-        c.upload_pending_max = 3;
-        c.upload_bytes_per_day = 1_000_000;
-    })
-    .await;
-    uploads_are_trimmed_and_rationed(&app).await;
-    app.finish().await;
+fn small_upload_quotas(c: &mut ephemera::config::Config) {
+    c.upload_pending_max = 3;
+    c.upload_bytes_per_day = 1_000_000;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uploads_are_trimmed_and_rationed_sqlite() {
-    uploads_rationed(Backend::Sqlite).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn uploads_are_trimmed_and_rationed_postgres() {
-    uploads_rationed(Backend::Postgres).await;
-}
+crate::both_backends_with!(small_upload_quotas => uploads_are_trimmed_and_rationed);
 
 /// A cursor works only on the list that issued it.
 async fn cursors_are_bound_to_their_list(app: &TestApp) {

@@ -49,6 +49,32 @@ macro_rules! both_backends {
     )* };
 }
 
+/// Like [`both_backends!`], for test functions that need settings of their
+/// own: `both_backends_with!(adjust => name, ...)` spawns each server with
+/// `adjust(&mut Config)` applied.
+#[macro_export]
+macro_rules! both_backends_with {
+    ($adjust:ident => $($name:ident),* $(,)?) => { $(
+        mod $name {
+            async fn run(backend: $crate::support::Backend) {
+                let app = $crate::support::TestApp::spawn_with(backend, super::$adjust).await;
+                super::$name(&app).await;
+                app.finish().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run($crate::support::Backend::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run($crate::support::Backend::Postgres).await;
+            }
+        }
+    )* };
+}
+
 /// Where media is stored in a test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Store {
