@@ -381,13 +381,12 @@ async fn attempts_are_limited_postgres() {
 
 /// A flood of sign-ins waits for one hasher at a time and a short queue;
 /// the rest are refused at once, nothing fails, and the server answers.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sign_in_flood_is_bounded() {
-    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.password_hashers = 1;
-        c.password_queue = 2;
-    })
-    .await;
+fn one_hasher_short_queue(c: &mut ephemera::config::Config) {
+    c.password_hashers = 1;
+    c.password_queue = 2;
+}
+
+async fn a_sign_in_flood_is_bounded(app: &TestApp) {
     let body = json!({ "query": SIGN_IN, "variables": { "u": "nobody", "p": "wrong-password" } });
     let answers = futures_util::future::join_all((0..60).map(|_| app.post(None, &body))).await;
     let mut limited = 0;
@@ -400,15 +399,16 @@ async fn a_sign_in_flood_is_bounded() {
         }
     }
     assert!(limited > 0, "no sign-in was refused");
-    still_serving(&app).await;
-    app.finish().await;
+    still_serving(app).await;
 }
 
 /// A socket takes a bounded number of operations; within it, one event
 /// reaches every subscription on the socket.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn websocket_operations_are_capped_and_fan_out_reaches_all() {
-    let app = TestApp::spawn_with(Backend::Sqlite, |c| c.ws_max_operations = 50).await;
+fn fifty_operations_a_socket(c: &mut ephemera::config::Config) {
+    c.ws_max_operations = 50;
+}
+
+async fn websocket_operations_are_capped_and_fan_out_reaches_all(app: &TestApp) {
     let author = app.sign_up("author").await;
     for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
         let (mut ws, _) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
@@ -461,8 +461,7 @@ async fn websocket_operations_are_capped_and_fan_out_reaches_all() {
         let answer = ws.next_message().await.unwrap();
         assert_eq!(answer["payload"]["data"]["__typename"], "Query", "{answer}");
     }
-    still_serving(&app).await;
-    app.finish().await;
+    still_serving(app).await;
 }
 
 /// Only `connection_init` ends the wait for it; what comes before it is
@@ -521,15 +520,14 @@ async fn websocket_init_cannot_be_bypassed() {
 }
 
 /// Websockets per address are capped; a deleted account's socket closes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn websockets_per_address_and_ended_sessions() {
-    let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.max_websockets_per_address = 3;
-    })
-    .await;
+fn three_websockets_an_address(c: &mut ephemera::config::Config) {
+    c.max_websockets_per_address = 3;
+}
+
+async fn websockets_per_address_and_ended_sessions(app: &TestApp) {
     let mut open = Vec::new();
     for _ in 0..3 {
-        open.push(raw_socket(&app, "graphql-transport-ws").await);
+        open.push(raw_socket(app, "graphql-transport-ws").await);
     }
     let mut request = app.ws_url.as_str().into_client_request().unwrap();
     request.headers_mut().insert(
@@ -542,7 +540,7 @@ async fn websockets_per_address_and_ended_sessions() {
         }
         other => panic!("a fourth socket was not refused: {:?}", other.map(|_| ())),
     }
-    still_serving(&app).await;
+    still_serving(app).await;
     drop(open);
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -565,7 +563,6 @@ async fn websockets_per_address_and_ended_sessions() {
     let closed = ws.next_message().await.unwrap();
     assert_eq!(closed["type"], "closed", "{closed}");
     assert_eq!(closed["code"], 4403);
-    app.finish().await;
 }
 
 /// A body trickled in is cut off at its deadline while others are served;
@@ -1185,3 +1182,9 @@ async fn nested_pin_connections_are_priced_per_pin() {
     app.ok(None, nested, json!({ "b": world, "l": 50 })).await;
     app.finish().await;
 }
+
+crate::both_backends_with!(one_hasher_short_queue => a_sign_in_flood_is_bounded);
+
+crate::both_backends_with!(fifty_operations_a_socket => websocket_operations_are_capped_and_fan_out_reaches_all);
+
+crate::both_backends_with!(three_websockets_an_address => websockets_per_address_and_ended_sessions);
