@@ -1,4 +1,4 @@
-//! Password hashing (argon2id, off the async runtime), bearer tokens (JWT,
+//! Password hashing (argon2id, on low-priority threads of its own), bearer tokens (JWT,
 //! HS256, expiry checked against the server's clock) and the [`Viewer`]: who
 //! is asking. No token means anonymous; a bad or expired token is an error.
 
@@ -142,28 +142,73 @@ impl TokenKeys {
     }
 }
 
-/// Password hashing and checking: argon2id on the blocking thread pool,
-/// at most `hashers` at once (each takes ~19 MiB and a core for a while).
-/// Past that, callers wait their turn; past `max_waiting` waiting, a caller
-/// is refused `RATE_LIMITED` at once instead of queueing, so a flood of
-/// sign-ins holds neither memory nor the blocking pool.
+/// Password hashing and checking: argon2id on threads of its own, `hashers`
+/// of them, each at a lower CPU priority (nice 10) than the threads that
+/// serve requests, so that a flood of password checks takes the cores only
+/// when nothing else wants them (each check still takes ~19 MiB). Past the
+/// hashers, callers wait their turn; past `max_waiting` waiting, a caller is
+/// refused `RATE_LIMITED` at once instead of queueing, so a flood of
+/// sign-ins holds neither memory nor threads.
 #[derive(Debug)]
 pub struct Passwords {
     hashers: Semaphore,
     waiting: AtomicUsize,
     max_waiting: usize,
+    jobs: std::sync::mpsc::SyncSender<Job>,
 }
+
+/// Work for a hashing thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The niceness-mapped priority of the hashing threads (0–100 maps to
+/// nice 20 to -20: 25 is nice 10, a tenth of a normal thread's CPU share
+/// when the cores are contended).
+const HASHER_PRIORITY: u8 = 25;
 
 impl Passwords {
     pub fn new(hashers: usize, max_waiting: usize) -> Self {
+        let hashers = hashers.max(1);
+        // Room for a job per permit, and for jobs whose callers went away
+        // (their permits are back, their work still queued).
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(hashers + max_waiting);
+        let queue = std::sync::Arc::new(std::sync::Mutex::new(queue));
+        for i in 0..hashers {
+            let queue = queue.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("password-{i}"))
+                .spawn(move || {
+                    let low = thread_priority::ThreadPriorityValue::try_from(HASHER_PRIORITY)
+                        .map(thread_priority::ThreadPriority::Crossplatform);
+                    if let Ok(p) = low
+                        && let Err(e) = thread_priority::set_current_thread_priority(p)
+                    {
+                        tracing::warn!("password thread keeps its priority: {e:?}");
+                    }
+                    loop {
+                        // The lock is held only while waiting for the next job.
+                        let job = match queue.lock() {
+                            Ok(q) => q.recv(),
+                            Err(_) => return,
+                        };
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return, // Passwords dropped
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!("starting a password thread: {e}");
+            }
+        }
         Self {
-            hashers: Semaphore::new(hashers.max(1)),
+            hashers: Semaphore::new(hashers),
             waiting: AtomicUsize::new(0),
             max_waiting,
+            jobs,
         }
     }
 
-    /// Runs `work` on the blocking pool once a hasher is free.
+    /// Runs `work` on a hashing thread once one is free.
     async fn run<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> AppResult<T> + Send + 'static,
@@ -186,9 +231,22 @@ impl Passwords {
                 })?
             }
         };
-        let result = tokio::task::spawn_blocking(work)
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A permit is held, so a thread is free or about to be; the channel
+        // is full only if many callers left before their checks ran.
+        self.jobs
+            .try_send(Box::new(move || {
+                let _ = tx.send(work());
+            }))
+            .map_err(|_| {
+                AppError::rate_limited(
+                    "the server is checking too many passwords; try again shortly",
+                    std::time::Duration::from_secs(1),
+                )
+            })?;
+        let result = rx
             .await
-            .map_err(|e| AppError::internal("password hashing task", e))?;
+            .map_err(|e| AppError::internal("password hashing thread", e))?;
         drop(permit);
         result
     }

@@ -1,8 +1,8 @@
 //! Attempt limits for what a client may try only so often: password checks
 //! (sign-in, sign-up, account deletion, password change) per client address
 //! and per account, answered `RATE_LIMITED` with a retry hint. Each is a
-//! keyed GCRA limiter (`governor`): a burst of the per-minute number, then
-//! one more per 1/n minute. Keys not seen for a while are forgotten now and
+//! keyed GCRA limiter (`governor`): a burst of at most [`BURST`], then one
+//! more per 1/n minute. Keys not seen for a while are forgotten now and
 //! then, so memory follows the clients of the last minute or so.
 
 use std::hash::Hash;
@@ -41,6 +41,11 @@ impl PasswordBudget {
 
 type Keyed<K> = RateLimiter<K, governor::state::keyed::DefaultKeyedStateStore<K>, DefaultClock>;
 
+/// Attempts a key may make at once before the per-minute pace applies: a
+/// person mistyping a password a few times is not slowed, while a flood from
+/// many addresses starts with few password checks each.
+const BURST: u32 = 5;
+
 /// One keyed limit.
 struct Limit<K: Hash + Eq + Clone> {
     limiter: Keyed<K>,
@@ -50,8 +55,9 @@ struct Limit<K: Hash + Eq + Clone> {
 impl<K: Hash + Eq + Clone> Limit<K> {
     fn per_minute(n: u32) -> Self {
         let n = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(n.get().min(BURST)).unwrap_or(NonZeroU32::MIN);
         Self {
-            limiter: RateLimiter::keyed(Quota::per_minute(n)),
+            limiter: RateLimiter::keyed(Quota::per_minute(n).allow_burst(burst)),
             checks: AtomicU64::new(0),
         }
     }

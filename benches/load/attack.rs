@@ -1,7 +1,7 @@
 //! Load held under attack: the per-author page's throughput (closed loop,
 //! as in [`crate::load`]) while (a) slow-body connections trickle request
 //! bodies a byte at a time and (b) a sign-in flood sends wrong passwords
-//! from many addresses as fast as it is answered, each as a ratio to the
+//! from many addresses at a fixed rate, each as a ratio to the
 //! same run without them. The attackers come from other loopback addresses
 //! (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
@@ -60,16 +60,25 @@ async fn trickle(addr: String, source: u8, until: Instant) {
     }
 }
 
-/// One flooder: wrong sign-ins back to back from its own address until
-/// `until`; returns (sent, refused as rate limited).
-async fn flood(addr: String, source: u8, until: Instant) -> (u64, u64) {
-    let body = r#"{"query":"mutation { signIn(input: { username: \"user1\", password: \"wrong-password\" }) { token } }"}"#;
-    let request = format!(
-        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
+/// One flooder: wrong sign-ins from its own address, one every `every`
+/// (each on a new connection, as from a script), until `until`; returns
+/// (sent, refused as rate limited).
+async fn flood(addr: String, source: u8, every: Duration, until: Instant) -> (u64, u64) {
     let (mut sent, mut limited) = (0, 0);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while Instant::now() < until {
+        tick.tick().await;
+        // A different account each time, so that only the per-address
+        // limit and the hashing gate stand in the way.
+        let body = format!(
+            r#"{{"query":"mutation {{ signIn(input: {{ username: \"user{}\", password: \"wrong-password\" }}) {{ token }} }}"}}"#,
+            1 + (u64::from(source) * 1_000 + sent) % 10_000
+        );
+        let request = format!(
+            "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
         let Ok(mut s) = connect_from(source, &addr).await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
@@ -88,7 +97,8 @@ async fn flood(addr: String, source: u8, until: Instant) -> (u64, u64) {
 }
 
 /// Runs the three measurements against a fresh server.
-pub async fn measure(bench: &Bench, opts: &Opts, slow: usize, flooders: u8) -> AttackResult {
+pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
+    let (slow, flooders) = (opts.attack_slow, opts.attack_flooders.max(1));
     let server = bench
         .serve(&[
             // The defaults a deployment has.
@@ -129,10 +139,12 @@ pub async fn measure(bench: &Bench, opts: &Opts, slow: usize, flooders: u8) -> A
         t.abort();
     }
 
-    // (b) A sign-in flood from `flooders` addresses.
+    // (b) A sign-in flood from `flooders` addresses, `attack_flood_rate`
+    // attempts a second in all.
     let until = Instant::now() + run;
+    let every = Duration::from_secs_f64(f64::from(flooders) / opts.attack_flood_rate.max(1.0));
     let floods: Vec<_> = (0..flooders)
-        .map(|i| tokio::spawn(flood(server.addr.clone(), 2 + i, until)))
+        .map(|i| tokio::spawn(flood(server.addr.clone(), 2 + i, every, until)))
         .collect();
     let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
     result.errors += t.errors;

@@ -101,6 +101,9 @@ pub struct Opts {
     /// Source addresses of the attack part's sign-in flood.
     #[arg(long, default_value_t = 32)]
     pub attack_flooders: u8,
+    /// Sign-in attempts a second the attack part's flood sends, in all.
+    #[arg(long, default_value_t = 500.0)]
+    pub attack_flood_rate: f64,
     /// Leave out parts: any of floor, http, plain, subs, purge, attack, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
@@ -134,6 +137,7 @@ impl Opts {
             work_dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-smoke"),
             attack_slow: 20,
             attack_flooders: 4,
+            attack_flood_rate: 200.0,
             skip: Vec::new(),
             queries: Vec::new(),
             bench: false,
@@ -209,8 +213,7 @@ async fn run(opts: &Opts) -> Report {
         }
         if opts.runs("attack") {
             eprintln!("[{db}] load under attack");
-            let result =
-                attack::measure(&bench, opts, opts.attack_slow, opts.attack_flooders).await;
+            let result = attack::measure(&bench, opts).await;
             report.attack(db, result);
         }
         if opts.runs("subs") {
