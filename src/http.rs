@@ -451,12 +451,10 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         websockets,
     } = state;
     let config = &app.config;
-    let admitted = match client {
-        Some(ClientAddr(ip)) => {
-            websockets.admit(ip, config.max_websockets, config.max_websockets_per_address)
-        }
-        None => None,
-    };
+    // Without a known address (not served through our accept loop), all
+    // such sockets share one count.
+    let ip = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |ClientAddr(ip)| ip);
+    let admitted = websockets.admit(ip, config.max_websockets, config.max_websockets_per_address);
     let Some(admitted) = admitted else {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
