@@ -88,16 +88,7 @@ async fn deeply_nested_documents_are_refused_not_run() {
             "{resp}"
         );
         // GET
-        let resp: Value = app
-            .http
-            .get(format!("{}/graphql", app.base))
-            .query(&[("query", doc.as_str())])
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let resp = app.get(&[("query", doc.as_str())]).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
     }
     // Over a websocket, for both protocols.
@@ -1046,16 +1037,7 @@ async fn automatic_persisted_queries() {
     assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
     let (_, resp) = app.post(None, &json!({ "extensions": ext })).await;
     assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
-    let resp: Value = app
-        .http
-        .get(format!("{}/graphql", app.base))
-        .query(&[("extensions", ext.to_string())])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let resp = app.get(&[("extensions", &ext.to_string())]).await;
     assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
     app.finish().await;
 }

@@ -291,6 +291,19 @@ impl TestApp {
         (status, resp.json().await.expect("JSON answer"))
     }
 
+    /// GETs /graphql with `params` in the query string; returns the JSON answer.
+    pub async fn get(&self, params: &[(&str, &str)]) -> Value {
+        self.http
+            .get(format!("{}/graphql", self.base))
+            .query(params)
+            .send()
+            .await
+            .expect("request")
+            .json()
+            .await
+            .expect("JSON answer")
+    }
+
     /// Runs a GraphQL operation; returns the whole response.
     pub async fn gql(&self, token: Option<&str>, query: &str, variables: Value) -> Value {
         self.post(token, &json!({ "query": query, "variables": variables }))
