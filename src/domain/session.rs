@@ -145,13 +145,7 @@ pub async fn end_all<C: ConnectionTrait>(db: &C, user: i64) -> AppResult<Vec<i64
     }
     let ids: Vec<Id> = db::fetch_all(
         db,
-        "SELECT id FROM sessions WHERE user_id = $1",
-        vec![user.into()],
-    )
-    .await?;
-    db::execute(
-        db,
-        "DELETE FROM sessions WHERE user_id = $1",
+        "DELETE FROM sessions WHERE user_id = $1 RETURNING id",
         vec![user.into()],
     )
     .await?;

@@ -642,31 +642,26 @@ async fn nul_and_control_characters(app: &TestApp) {
         )
         .await;
     assert!(data["user"].is_null());
-    for caption in ["a\u{0}b", "bell\u{7}", "\u{202E}evil", "iso\u{2066}late"] {
-        let resp = app
-            .gql(
-                u.token(),
-                "mutation($c: String) { createStatus(input: { caption: $c }) { id } }",
-                json!({ "c": caption }),
-            )
-            .await;
-        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
-        let resp = app
-            .gql(
-                u.token(),
-                "mutation($c: String) { createMoment(input: { mediaId: \"1\", caption: $c, latitude: 1, longitude: 1 }) { id } }",
-                json!({ "c": caption }),
-            )
-            .await;
-        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
-        let resp = app
-            .gql(
-                None,
-                "mutation($d: String) { signUp(input: { username: \"nul_user\", password: \"password123\", displayName: $d }) { token } }",
-                json!({ "d": caption }),
-            )
-            .await;
-        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{caption:?}: {resp}");
+    // Where text is stored: a status's and a moment's caption, a display name.
+    let stores = [
+        (
+            u.token(),
+            "mutation($t: String) { createStatus(input: { caption: $t }) { id } }",
+        ),
+        (
+            u.token(),
+            "mutation($t: String) { createMoment(input: { mediaId: \"1\", caption: $t, latitude: 1, longitude: 1 }) { id } }",
+        ),
+        (
+            None,
+            "mutation($t: String) { signUp(input: { username: \"nul_user\", password: \"password123\", displayName: $t }) { token } }",
+        ),
+    ];
+    for text in ["a\u{0}b", "bell\u{7}", "\u{202E}evil", "iso\u{2066}late"] {
+        for (token, mutation) in stores {
+            let resp = app.gql(token, mutation, json!({ "t": text })).await;
+            assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{text:?}: {resp}");
+        }
     }
     // Line breaks and right-to-left marks are text.
     app.post_status(&u, "line one\nline two \u{200F}שלום").await;
