@@ -6,7 +6,12 @@ use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lru::LruCache;
 use tokio::sync::Semaphore;
 
 use crate::clock::{Clock, Millis};
@@ -298,6 +303,48 @@ fn dummy_hash() -> String {
                 .unwrap_or_default()
         })
         .clone()
+}
+
+/// How long a session found alive is trusted without asking the database.
+pub const ALIVE_FOR: Duration = Duration::from_secs(5);
+
+/// Sessions this instance found alive lately.
+#[derive(Debug)]
+pub struct AliveSessions {
+    seen: Mutex<LruCache<i64, Instant>>,
+}
+
+impl Default for AliveSessions {
+    fn default() -> Self {
+        let size = NonZeroUsize::new(10_000).unwrap_or(NonZeroUsize::MIN);
+        Self {
+            seen: Mutex::new(LruCache::new(size)),
+        }
+    }
+}
+
+impl AliveSessions {
+    pub fn fresh(&self, session: i64) -> bool {
+        self.seen
+            .lock()
+            .ok()
+            .and_then(|mut s| s.get(&session).copied())
+            .is_some_and(|at| at.elapsed() < ALIVE_FOR)
+    }
+
+    pub fn remember(&self, session: i64) {
+        if let Ok(mut s) = self.seen.lock() {
+            s.put(session, Instant::now());
+        }
+    }
+
+    pub fn forget(&self, sessions: &[i64]) {
+        if let Ok(mut s) = self.seen.lock() {
+            for id in sessions {
+                s.pop(id);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

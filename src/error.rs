@@ -1,13 +1,17 @@
 //! The one error type of ephemera. Each variant has a stable code that becomes
-//! `extensions.code` in GraphQL responses. Internal failures are logged with
-//! their cause where they happen and reach clients only as
-//! `INTERNAL_SERVER_ERROR` with a fixed message.
+//! `extensions.code` in GraphQL responses. An internal failure keeps its
+//! cause (what was being done, and the error's own text with its chain) and
+//! is logged once, where it becomes a response ([`AppError::to_graphql_json`]
+//! and the GraphQL conversion in `graphql`) or where a job or the binary
+//! gives up on it; clients see only `INTERNAL_SERVER_ERROR` with a fixed
+//! message.
 //!
 //! `AppError` deliberately does not implement `Display`: async-graphql has a
 //! blanket `From<T: Display>` for its error type that would copy a database
 //! error's text into a response. Our own `From<AppError>` sits in its place.
 
 use std::fmt;
+use std::sync::Arc;
 
 /// The codes of the API contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +50,16 @@ pub struct AppError {
     /// With `RATE_LIMITED`: seconds after which a retry may succeed
     /// (`extensions.retryAfter`).
     retry_after: Option<u64>,
+    /// Why an internal failure happened: for the log, never for clients.
+    cause: Option<Arc<Cause>>,
+}
+
+/// What was being done when an internal failure happened, and the failure.
+#[derive(Debug, PartialEq, Eq)]
+struct Cause {
+    context: String,
+    /// The failure's `Debug` text (which carries the chain of its sources).
+    detail: String,
 }
 
 /// The message every internal failure shows to clients.
@@ -57,6 +71,7 @@ impl AppError {
             code,
             message: message.into(),
             retry_after: None,
+            cause: None,
         }
     }
 
@@ -94,11 +109,31 @@ impl AppError {
         Self::new(Code::UnsupportedMediaType, message)
     }
 
-    /// An internal failure: the cause is logged here, the client sees only
+    /// An internal failure: the cause is kept (and logged where the error
+    /// becomes a response, [`AppError::log`]); the client sees only
     /// [`INTERNAL_MESSAGE`].
     pub fn internal(context: &str, cause: impl fmt::Debug) -> Self {
-        tracing::error!(context, cause = ?cause, "internal error");
-        Self::new(Code::Internal, INTERNAL_MESSAGE)
+        Self {
+            cause: Some(Arc::new(Cause {
+                context: context.to_owned(),
+                detail: format!("{cause:?}"),
+            })),
+            ..Self::new(Code::Internal, INTERNAL_MESSAGE)
+        }
+    }
+
+    /// Logs an internal failure with its cause (nothing for the others,
+    /// which are the client's doing). Called once, where the error becomes
+    /// a response or is given up on.
+    pub fn log(&self) {
+        if let Some(cause) = &self.cause {
+            tracing::error!(context = %cause.context, cause = %cause.detail, "internal error");
+        }
+    }
+
+    /// The seconds after which a retry may succeed (`RATE_LIMITED` only).
+    pub fn retry_after(&self) -> Option<u64> {
+        self.retry_after
     }
 
     /// A viewer that must be signed in.
@@ -115,8 +150,10 @@ impl AppError {
     }
 
     /// The error as a GraphQL response error object (for responses built
-    /// outside the executor, such as a malformed request body).
+    /// outside the executor, such as a malformed request body); the error
+    /// is logged here, where it becomes the response.
     pub fn to_graphql_json(&self) -> serde_json::Value {
+        self.log();
         let mut extensions = serde_json::json!({ "code": self.code.as_str() });
         if let Some(secs) = self.retry_after {
             extensions["retryAfter"] = secs.into();
@@ -129,7 +166,11 @@ impl AppError {
 
 impl fmt::Debug for AppError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.message)
+        write!(f, "{}: {}", self.code.as_str(), self.message)?;
+        if let Some(cause) = &self.cause {
+            write!(f, " ({}: {})", cause.context, cause.detail)?;
+        }
+        Ok(())
     }
 }
 
@@ -145,20 +186,6 @@ impl From<sea_orm::TransactionError<AppError>> for AppError {
             sea_orm::TransactionError::Connection(db) => db.into(),
             sea_orm::TransactionError::Transaction(app) => app,
         }
-    }
-}
-
-impl From<AppError> for async_graphql::Error {
-    fn from(err: AppError) -> Self {
-        use async_graphql::ErrorExtensions;
-        let code = err.code.as_str();
-        let retry_after = err.retry_after;
-        async_graphql::Error::new(err.message).extend_with(|_, ext| {
-            ext.set("code", code);
-            if let Some(secs) = retry_after {
-                ext.set("retryAfter", secs);
-            }
-        })
     }
 }
 

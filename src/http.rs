@@ -30,19 +30,19 @@ use axum::{Json, Router};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::app::AppState;
 use crate::auth::{Bearer, Viewer};
 use crate::domain::session;
 use crate::error::AppError;
-use crate::graphql::limits::{Guarded, NOT_OVER_GET, ViaGet};
+use crate::graphql::executor::{GuardedExecutor, NOT_OVER_GET, ViaGet};
 use crate::graphql::loaders::Loaders;
 use crate::graphql::{self, AppSchema};
+use crate::state::AppState;
 use crate::throttle::{ClientAddr, PasswordBudget};
 
 #[derive(Clone)]
 struct HttpState {
     app: AppState,
-    schema: Guarded,
+    schema: GuardedExecutor,
     /// Open websockets, overall and per client address.
     websockets: serve::Counter,
 }
@@ -59,13 +59,14 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .with_state(HttpState {
-            schema: graphql::guarded(schema, &app.config),
+            schema: graphql::executor(schema, &app.config),
             app,
             websockets: serve::Counter::default(),
         })
-        .layer(DefaultBodyLimit::max(config.max_body_bytes))
+        .layer(DefaultBodyLimit::max(config.http.max_body_bytes))
         .layer(TraceLayer::new_for_http());
     let origins: Vec<HeaderValue> = config
+        .server
         .cors_origins
         .iter()
         .filter_map(|o| HeaderValue::from_str(o.trim()).ok())
@@ -97,8 +98,10 @@ async fn authenticate(
     app: &AppState,
     header: Option<&str>,
 ) -> Result<(Viewer, Option<Bearer>), AppError> {
-    let bearer = app.tokens.bearer_from_header(header, &app.clock)?;
-    Ok((session::viewer(app, bearer).await?, bearer))
+    let bearer = app.accounts.tokens.bearer_from_header(header, &app.clock)?;
+    let sessions = &app.accounts.sessions;
+    let viewer = session::viewer(&app.db, sessions, bearer, app.clock.now()).await?;
+    Ok((viewer, bearer))
 }
 
 /// Who is calling: the viewer (and the token's session), the client's
@@ -125,7 +128,7 @@ impl Caller {
         Ok(Self {
             viewer,
             bearer,
-            client: client_addr(headers, peer, state.app.config.trusted_proxies),
+            client: client_addr(headers, peer, state.app.config.http.trusted_proxies),
             budget: PasswordBudget::default(),
         })
     }
@@ -224,8 +227,8 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
             return error_response(StatusCode::UNAUTHORIZED, &AppError::sign_in_required());
         }
         let limits = multipart::Limits {
-            max_file: state.app.config.max_upload_bytes,
-            max_part: state.app.config.max_body_bytes as u64,
+            max_file: state.app.config.media.max_upload_bytes,
+            max_part: state.app.config.http.max_body_bytes as u64,
         };
         match multipart::parse(request.into_body(), &content_type, limits, parse_batch).await {
             Ok(b) => b,
@@ -235,7 +238,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
         let body = match Bytes::from_request(request, &()).await {
             Ok(b) => b,
             Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                let limit = state.app.config.max_body_bytes;
+                let limit = state.app.config.http.max_body_bytes;
                 return error_response(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &AppError::payload_too_large(format!(
@@ -265,7 +268,7 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
             &AppError::bad_input("the request has no query"),
         );
     }
-    let max = state.app.config.max_batch;
+    let max = state.app.config.graphql.max_batch;
     let batch = match batch {
         BatchRequest::Single(r) => BatchRequest::Single(with_context(&state, r, &caller)),
         BatchRequest::Batch(rs) if rs.len() > max => {
@@ -444,7 +447,7 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         Err(rejection) => return rejection.into_response(),
     };
     let peer = parts.extensions.get::<Peer>().copied();
-    let client = client_addr(&parts.headers, peer, state.app.config.trusted_proxies);
+    let client = client_addr(&parts.headers, peer, state.app.config.http.trusted_proxies);
     let HttpState {
         app,
         schema,
@@ -454,7 +457,7 @@ async fn websocket(state: HttpState, request: Request) -> Response {
     // Without a known address (not served through our accept loop), all
     // such sockets share one count.
     let ip = client.map_or(std::net::IpAddr::from([0, 0, 0, 0]), |ClientAddr(ip)| ip);
-    let admitted = websockets.admit(ip, config.max_websockets, config.max_websockets_per_address);
+    let admitted = websockets.admit(ip, config.ws.max_sockets, config.ws.max_sockets_per_address);
     let Some(admitted) = admitted else {
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -465,12 +468,12 @@ async fn websocket(state: HttpState, request: Request) -> Response {
         );
     };
     let limits = ws::WsLimits {
-        init_timeout: config.ws_init_timeout,
-        keepalive: config.ws_keepalive,
-        max_operations: config.ws_max_operations,
+        init_timeout: config.ws.init_timeout,
+        keepalive: config.ws.keepalive,
+        max_operations: config.ws.max_operations,
     };
     // A websocket message is held to the same cap as a request body.
-    let max = config.max_body_bytes;
+    let max = config.http.max_body_bytes;
     upgrade
         .protocols([protocol.sec_websocket_protocol()])
         .max_message_size(max)
@@ -499,7 +502,13 @@ async fn websocket(state: HttpState, request: Request) -> Response {
                     let app = recheck.clone();
                     Box::pin(async move {
                         // A failed check (database away) keeps the socket.
-                        session::alive(&app, bearer).await.unwrap_or(true)
+                        let (sessions, now) = (&app.accounts.sessions, app.clock.now());
+                        session::alive(&app.db, sessions, bearer, now)
+                            .await
+                            .unwrap_or_else(|e| {
+                                e.log();
+                                true
+                            })
                     })
                 }),
             };
@@ -521,7 +530,7 @@ async fn health(State(state): State<HttpState>) -> Response {
 /// Prometheus text exposition of the few numbers the server keeps.
 async fn metrics(State(state): State<HttpState>) -> Response {
     let stats = &state.app.db_stats;
-    let media = &state.app.media_stats;
+    let media = &state.app.media.stats;
     let body = format!(
         "# HELP ephemera_db_statements_total SQL statements run.\n\
          # TYPE ephemera_db_statements_total counter\n\

@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.config.log)
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.config.server.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -31,6 +31,7 @@ async fn main() -> ExitCode {
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            e.log();
             eprintln!("ephemera: {}", e.message());
             ExitCode::FAILURE
         }
@@ -53,12 +54,12 @@ async fn run(cli: Cli) -> Result<(), AppError> {
         }
         Command::Migrate => {
             let stats = std::sync::Arc::new(ephemera::db::DbStats::default());
-            if !config.is_postgres() {
-                std::fs::create_dir_all(&config.data_dir)
+            if config.dialect().is_embedded() {
+                std::fs::create_dir_all(&config.server.data_dir)
                     .map_err(|e| AppError::internal("creating the data dir", e))?;
             }
             let db = ephemera::db::connect(&config.effective_database_url(), 1, stats).await?;
-            ephemera::app::migrate(&db).await?;
+            ephemera::db::migrate(&db).await?;
             println!("migrations applied");
             Ok(())
         }

@@ -25,7 +25,6 @@ pub fn of_pid(pid: u32) -> Duration {
             .and_then(|f| f.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    #[allow(clippy::cast_precision_loss)]
     Duration::from_secs_f64((ticks(11) + ticks(12)) as f64 / TICKS_PER_SECOND)
 }
 
@@ -82,7 +81,6 @@ impl Meter {
         let (own, db) = self.now();
         let own = own.saturating_sub(self.start.0);
         let db = db.saturating_sub(self.start.1);
-        #[allow(clippy::cast_precision_loss)]
         let per = |d: Duration| d.as_secs_f64() / items.max(1) as f64 * 1e6;
         (per(own + db), per(own))
     }

@@ -76,7 +76,6 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
     };
     let viewers = 1..=VIEWERS;
     let (plat, plon) = PARIS;
-    #[allow(clippy::cast_precision_loss)]
     let (lat, lon) = (plat as f64 / 10.0, plon as f64 / 10.0);
     let bbox =
         json!({ "south": lat - 0.2, "north": lat + 0.3, "west": lon - 0.2, "east": lon + 0.3 });
@@ -224,7 +223,6 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram")
 }
 
-#[allow(clippy::cast_precision_loss)]
 fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
@@ -368,7 +366,6 @@ async fn drive(server: &Server, query: &Query, opts: &Opts, rates: &mut Rates) -
     let meter = cpu::Meter::start(vec![server.pid()], server.postgres);
     let closed = closed_loop(&client, query, opts.concurrency, run).await;
     let (cpu_us, server_cpu_us) = meter.micros_per(closed.ok);
-    #[allow(clippy::cast_precision_loss)]
     let throughput = closed.ok as f64 / run.as_secs_f64();
     let rate = *rates
         .0

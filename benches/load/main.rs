@@ -22,7 +22,10 @@
 //! - [`floor`]: async-graphql alone on the tray's and the per-author page's
 //!   queries, with their values in memory: the least a page costs on this stack.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::expect_used,
+    reason = "a benchmark that cannot go on should stop at once"
+)]
 
 mod attack;
 mod cpu;

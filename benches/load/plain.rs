@@ -153,7 +153,6 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
     drop(workers);
     held.close().await;
     let _ = conn.close().await;
-    #[allow(clippy::cast_precision_loss)]
     let throughput = ok as f64 / run.as_secs_f64();
     let pgbench_tps = if bench.db == Db::Postgres {
         pgbench(bench, sets, opts).await
@@ -175,7 +174,6 @@ async fn pgbench(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> Option<f64
     let dir = bench.dir.join("pgbench");
     std::fs::create_dir_all(&dir).expect("pgbench dir");
     let mut cmd = tokio::process::Command::new("pgbench");
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let seconds = opts.seconds.round().max(1.0) as u64;
     cmd.args(["-n", "-M", "prepared", "-j", "2"])
         .arg("-c")

@@ -65,7 +65,6 @@ pub async fn measure(bench: &mut Bench, rows: u64, batch: u64, workers: u32) -> 
     let left_plain = bench.count(EXPIRED).await;
     bench.clear_expired().await;
 
-    #[allow(clippy::cast_precision_loss)]
     let per_s = |secs: f64| rows as f64 / secs;
     PurgeResult {
         rows,

@@ -44,7 +44,6 @@ pub struct Report {
 }
 
 fn mib(kib: u64) -> String {
-    #[allow(clippy::cast_precision_loss)]
     let m = kib as f64 / 1024.0;
     format!("{m:.1}")
 }

@@ -20,7 +20,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ephemera::auth::TokenKeys;
-use ephemera::db::DbStats;
+use ephemera::db::{DbStats, Dialect, Sql, insert};
+use ephemera::entity::{location, media, moment, session, status, user};
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
 
 use crate::Opts;
@@ -152,6 +153,18 @@ impl Bench {
             .expect("token")
     }
 
+    /// Runs an insert built by `ephemera::db::insert` (the server's own
+    /// column lists), failing loudly.
+    async fn insert<E: sea_orm::EntityTrait>(&self, rows: String) {
+        let sql = insert::select_into::<E>(Sql::new(&rows));
+        self.exec(&sql.build(self.dialect()).sql).await;
+    }
+
+    /// The database's dialect, as the server's code names it.
+    pub fn dialect(&self) -> Dialect {
+        Dialect::of(&self.conn)
+    }
+
     /// Runs one statement of the seeding, failing loudly.
     pub async fn exec(&self, sql: &str) -> u64 {
         match self.conn.execute_unprepared(sql).await {
@@ -191,19 +204,15 @@ impl Bench {
         let users = i64::try_from(self.users).expect("users");
         let now = self.now;
         let (with, from) = self.series(1, users);
-        self.exec(&format!(
-            "INSERT INTO users (id, username, username_key, display_name, password_hash, created_at) \
-             {with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now} FROM {from}"
+        self.insert::<user::Entity>(format!(
+            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now} FROM {from}"
         ))
         .await;
         // One sign-in session per account, numbered as the account, so
         // that `token(user)` can name it.
         let expires = now + 30 * 24 * HOUR_MS;
-        self.exec(&format!(
-            "INSERT INTO sessions (id, user_id, created_at, expires_at) \
-             SELECT id, id, {now}, {expires} FROM users"
-        ))
-        .await;
+        self.insert::<session::Entity>(format!("SELECT id, id, {now}, {expires} FROM users"))
+            .await;
         // Friends at i + k * step for k = 1..25, so everyone has 50.
         let step = (users / 51).max(1);
         let (with_k, from_k) = match self.db {
@@ -228,34 +237,19 @@ impl Bench {
              (SELECT i AS a, ((i - 1 + k * {step}) % {users}) + 1 AS b FROM {from}, {from_k}) p \
              WHERE a <> b",
             )
-            .replace("MIN(a, b)", &self.least("a", "b"))
-            .replace("MAX(a, b)", &self.greatest("a", "b")),
+            .replace("MIN(a, b)", &self.dialect().least("a", "b"))
+            .replace("MAX(a, b)", &self.dialect().greatest("a", "b")),
         )
         .await;
         let (with, from) = self.series(0, LOCATIONS - 1);
         let (lat, lon) = city_sql("(i % 100)", "((i * 2654435761) % 1000003)");
-        self.exec(&format!(
-            "INSERT INTO locations (id, name, name_key, latitude, longitude, map_cell, created_at) \
-             {with}SELECT {LOCATION} + i, 'Place ' || i, 'place ' || i, {}, {}, {}, {now} FROM {from}",
+        self.insert::<location::Entity>(format!(
+            "{with}SELECT {LOCATION} + i, 'Place ' || i, 'place ' || i, {}, {}, {}, {now}, 0 FROM {from}",
             coordinate(&lat, "i * 31"),
             coordinate(&lon, "i * 17"),
             cell(&lat, &lon),
         ))
         .await;
-    }
-
-    fn least(&self, a: &str, b: &str) -> String {
-        match self.db {
-            Db::Postgres => format!("LEAST({a}, {b})"),
-            Db::Sqlite => format!("MIN({a}, {b})"),
-        }
-    }
-
-    fn greatest(&self, a: &str, b: &str) -> String {
-        match self.db {
-            Db::Postgres => format!("GREATEST({a}, {b})"),
-            Db::Sqlite => format!("MAX({a}, {b})"),
-        }
     }
 
     /// Adds statuses and moments up to `size` of each, then refreshes the
@@ -290,11 +284,9 @@ impl Bench {
     ) {
         let (with, from) = rows;
         let author = self.author_sql();
-        self.exec(&format!(
-            "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
-               created_at, ready_at, attached_at) \
-             {with}SELECT {base} + i, {author}, 'bench/{prefix}' || i || '.jpg', 'image/jpeg', \
-               150000, 1080, 1920, {created}, {created}, {created} FROM {from} WHERE {filter}"
+        self.insert::<media::Entity>(format!(
+            "{with}SELECT {base} + i, {author}, 'bench/{prefix}' || i || '.jpg', 'image/jpeg', \
+               150000, 1080, 1920, {created}, {created}, {created}, NULL FROM {from} WHERE {filter}"
         ))
         .await;
     }
@@ -320,15 +312,15 @@ impl Bench {
             &created,
         )
         .await;
-        self.exec(&format!(
-            "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
-             {with}SELECT {STATUS} + i, {author}, \
+        self.insert::<status::Entity>(format!(
+            "{with}SELECT {STATUS} + i, {author}, \
                CASE WHEN {h} % 4 = 0 THEN {STATUS_MEDIA} + i END, \
                'status ' || i, '#336699', {created}, {created} + {day} FROM {from}",
             day = 24 * HOUR_MS
         ))
         .await;
         self.exec("DELETE FROM status_tray").await;
+        // The tray as `domain::status` keeps it, rebuilt from the statuses.
         self.exec(
             "INSERT INTO status_tray (author_id, latest_created_at, max_expires_at) \
              SELECT author_id, MAX(created_at), MAX(expires_at) FROM statuses GROUP BY author_id",
@@ -345,14 +337,13 @@ impl Bench {
         let city = format!("(CASE WHEN {h} % 10 = 0 THEN 0 ELSE 1 + ({h} / 10) % 99 END)");
         let (lat, lon) = city_sql(&city, h);
         let journaled = format!("(({h} / 13) % 10 = 0)");
-        self.exec(&format!(
-            "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, \
-               location_id, visibility, is_journaled, duration_hours, expires_at, created_at) \
-             {with}SELECT {MOMENT} + i, {author}, {MOMENT_MEDIA} + i, 'moment ' || i, {}, {}, {}, \
+        self.insert::<moment::Entity>(format!(
+            "{with}SELECT {MOMENT} + i, {author}, {MOMENT_MEDIA} + i, 'moment ' || i, {}, {}, {}, \
                CASE WHEN ({h} / 3) % 3 = 0 THEN {LOCATION} + {city} + 100 * (({h} / 11) % 10) END, \
                CASE WHEN ({h} / 7) % 2 = 0 THEN 'PUBLIC' ELSE 'FRIENDS_ONLY' END, \
                {journaled}, CASE WHEN {journaled} THEN 0 ELSE 24 END, \
-               CASE WHEN {journaled} THEN NULL ELSE {created} + {day} END, {created} FROM {from}",
+               CASE WHEN {journaled} THEN NULL ELSE {created} + {day} END, {created}, NULL, 0 \
+             FROM {from}",
             coordinate(&lat, "i * 31"),
             coordinate(&lon, "i * 17"),
             cell(&lat, &lon),
@@ -369,9 +360,8 @@ impl Bench {
         let created = format!("({now} - {} - i % 1000)", 25 * HOUR_MS);
         self.seed_media((&with, &from), EXPIRED_MEDIA, "x", "1 = 1", &created)
             .await;
-        self.exec(&format!(
-            "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, expires_at) \
-             {with}SELECT {EXPIRED} + i, {author}, {EXPIRED_MEDIA} + i, 'expired ' || i, NULL, \
+        self.insert::<status::Entity>(format!(
+            "{with}SELECT {EXPIRED} + i, {author}, {EXPIRED_MEDIA} + i, 'expired ' || i, NULL, \
                {created}, {created} + {day} FROM {from}",
             day = 24 * HOUR_MS
         ))
@@ -393,10 +383,7 @@ impl Bench {
     /// Fresh planner statistics (and, on PostgreSQL, a vacuumed visibility
     /// map, so index-only scans stay index-only).
     pub async fn analyze(&self) {
-        match self.db {
-            Db::Postgres => self.exec("VACUUM ANALYZE").await,
-            Db::Sqlite => self.exec("ANALYZE").await,
-        };
+        self.exec(self.dialect().analyze()).await;
     }
 
     /// The authors of the first `n` seeded statuses (each has live ones).

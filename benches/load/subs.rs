@@ -72,7 +72,6 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         let rss = server.rss_kib();
-        #[allow(clippy::cast_precision_loss)]
         let per = rss.saturating_sub(base_rss) as f64 / n as f64;
 
         let mut latencies = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("hist");
@@ -111,7 +110,6 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
             delivered += got as u64;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
-        #[allow(clippy::cast_precision_loss)]
         let ms = |q: f64| latencies.value_at_quantile(q) as f64 / 1000.0;
         results.push(SubResult {
             subscribers: n,
@@ -120,7 +118,6 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
             expected: n as u64 * u64::from(EVENTS),
             p50_ms: ms(0.5),
             p99_ms: ms(0.99),
-            #[allow(clippy::cast_precision_loss)]
             max_ms: latencies.max() as f64 / 1000.0,
         });
         eprintln!("  {n} subscribers: {:?}", results.last());

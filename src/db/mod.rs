@@ -1,9 +1,10 @@
 //! Database connection and the small helpers every query uses.
 //!
-//! SQL is written once with PostgreSQL's `$1` placeholders; [`stmt`] turns
-//! them into SQLite's numbered `?1` form. SQLite runs in WAL mode with a busy
-//! timeout; its write transactions begin with a write so that two of them
-//! queue on the write lock instead of failing to upgrade a read.
+//! Statements are [`Sql`] values whose binds are numbered when built
+//! (`sql.rs`); whatever differs between SQLite and PostgreSQL is a method of
+//! [`Dialect`] (`dialect.rs`). SQLite runs in WAL mode with a busy timeout;
+//! its write transactions begin with a write so that two of them queue on the
+//! write lock instead of failing to upgrade a read.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
@@ -14,15 +15,20 @@ use sea_orm::sqlx::{
     sqlite::{SqliteJournalMode, SqliteSynchronous},
 };
 use sea_orm::{
-    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbBackend,
-    DbErr, FromQueryResult, RuntimeErr, Statement, TransactionTrait, Value,
+    ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
+    ExecResult, FromQueryResult, RuntimeErr, Statement, TransactionTrait,
 };
 
 use crate::error::{AppError, AppResult};
 
+mod dialect;
+pub mod insert;
 mod request;
+mod sql;
 
+pub use dialect::Dialect;
 pub use request::{QueryConnections, RequestDb};
+pub use sql::Sql;
 
 /// Counts the SQL statements the server runs (exposed on `/metrics`).
 #[derive(Debug, Default)]
@@ -148,20 +154,11 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
     Ok(db)
 }
 
-/// A statement for `backend` from SQL written with `$n` placeholders.
-pub fn stmt(backend: DbBackend, sql: &str, values: Vec<Value>) -> Statement {
-    let sql = match backend {
-        DbBackend::Sqlite => sql.replace('$', "?"),
-        _ => sql.to_owned(),
-    };
-    Statement::from_sql_and_values(backend, sql, values)
-}
-
 /// The statement's SQL with its values written in as literals (`$n` and
 /// `?n` placeholders alike, outside quoted text), so that a logged statement
 /// can be run again by hand, by `psql` or by `pgbench`.
 pub fn inline_values(stmt: &Statement) -> String {
-    use sea_orm::sea_query::{PostgresQueryBuilder, QueryBuilder, SqliteQueryBuilder};
+    let dialect = Dialect::from_backend(stmt.db_backend);
     let values = stmt.values.as_ref().map(|v| v.0.as_slice()).unwrap_or(&[]);
     let mut out = String::with_capacity(stmt.sql.len() + 16 * values.len());
     let mut chars = stmt.sql.char_indices().peekable();
@@ -181,10 +178,7 @@ pub fn inline_values(stmt: &Statement) -> String {
                 .and_then(|n| n.checked_sub(1))
                 .and_then(|n| values.get(n));
             if let Some(value) = value {
-                out.push_str(&match stmt.db_backend {
-                    DbBackend::Postgres => PostgresQueryBuilder.value_to_string(value),
-                    _ => SqliteQueryBuilder.value_to_string(value),
-                });
+                out.push_str(&dialect.value_literal(value));
                 for _ in 0..digits.len() {
                     chars.next();
                 }
@@ -196,64 +190,25 @@ pub fn inline_values(stmt: &Statement) -> String {
     out
 }
 
-/// `FOR UPDATE` on PostgreSQL; nothing on SQLite, whose single writer serialises.
-pub fn for_update(backend: DbBackend) -> &'static str {
-    match backend {
-        DbBackend::Postgres => " FOR UPDATE",
-        _ => "",
-    }
-}
-
-/// `FOR UPDATE SKIP LOCKED` on PostgreSQL, so that jobs on several instances
-/// claim different rows; nothing on SQLite.
-pub fn skip_locked(backend: DbBackend) -> &'static str {
-    match backend {
-        DbBackend::Postgres => " FOR UPDATE SKIP LOCKED",
-        _ => "",
-    }
-}
-
-/// SQL for the ids of at most `$limit_param` rows of `table` (alias `p`)
-/// that match `filter`, smallest `order_col` first: the batch a job claims.
-/// On PostgreSQL the rows are locked with `SKIP LOCKED`, so jobs on several
+/// The ids of at most `limit` rows of `table` (alias `p`) that match
+/// `filter`, smallest `order_col` first: the batch a job claims. On
+/// PostgreSQL the rows are locked with `SKIP LOCKED`, so jobs on several
 /// instances claim different rows and never wait on each other.
-pub fn claim_batch_sql(
-    backend: DbBackend,
-    table: &str,
-    filter: &str,
-    order_col: &str,
-    limit_param: usize,
-) -> String {
-    format!(
-        "SELECT p.id FROM {table} p WHERE {filter} ORDER BY p.{order_col} LIMIT ${limit_param}{}",
-        skip_locked(backend)
-    )
-}
-
-/// The condition that a row's id is among those `claim` (from
-/// [`claim_batch_sql`]) selects. On PostgreSQL `= ANY(ARRAY(...))`: the claim
-/// runs once and each row is then found by its key, where `IN (...)` can be
-/// planned as a scan of the whole table per batch (the purge benchmark
-/// showed one, growing with the rows stored).
-pub fn claimed(backend: DbBackend, claim: &str) -> String {
-    match backend {
-        DbBackend::Postgres => format!("= ANY(ARRAY({claim}))"),
-        _ => format!("IN ({claim})"),
-    }
+pub fn claim_batch(dialect: Dialect, table: &str, filter: Sql, order_col: &str, limit: i64) -> Sql {
+    Sql::new(&format!("SELECT p.id FROM {table} p WHERE "))
+        .append(filter)
+        .push(&format!(" ORDER BY p.{order_col} LIMIT "))
+        .bind(limit)
+        .push(dialect.skip_locked())
 }
 
 /// Runs a query and maps every row.
 pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
     db: &C,
-    sql: &str,
-    values: Vec<Value>,
+    sql: Sql,
 ) -> AppResult<Vec<T>> {
-    let backend = db.get_database_backend();
-    let rows = read_again_if_dead(
-        || stmt(backend, sql, values.clone()),
-        |s| db.query_all_raw(s),
-    )
-    .await?;
+    let dialect = Dialect::of(db);
+    let rows = read_again_if_dead(|| sql.build(dialect), |s| db.query_all_raw(s)).await?;
     rows.iter()
         .map(|r| T::from_query_result(r, "").map_err(AppError::from))
         .collect()
@@ -262,33 +217,23 @@ pub async fn fetch_all<T: FromQueryResult, C: ConnectionTrait>(
 /// Runs a query and maps its first row, if any.
 pub async fn fetch_one<T: FromQueryResult, C: ConnectionTrait>(
     db: &C,
-    sql: &str,
-    values: Vec<Value>,
+    sql: Sql,
 ) -> AppResult<Option<T>> {
-    let backend = db.get_database_backend();
-    let row = read_again_if_dead(
-        || stmt(backend, sql, values.clone()),
-        |s| db.query_one_raw(s),
-    )
-    .await?;
+    let dialect = Dialect::of(db);
+    let row = read_again_if_dead(|| sql.build(dialect), |s| db.query_one_raw(s)).await?;
     row.map(|r| T::from_query_result(&r, "").map_err(AppError::from))
         .transpose()
 }
 
 /// Runs a statement and returns the rows it affected.
-pub async fn execute<C: ConnectionTrait>(db: &C, sql: &str, values: Vec<Value>) -> AppResult<u64> {
-    let res = db
-        .execute_raw(stmt(db.get_database_backend(), sql, values))
-        .await?;
-    Ok(res.rows_affected())
+pub async fn execute<C: ConnectionTrait>(db: &C, sql: Sql) -> AppResult<u64> {
+    Ok(execute_raw(db, sql).await?.rows_affected())
 }
 
-/// `$first, $first+1, ...` for an IN list of `n` values.
-pub fn placeholders(first: usize, n: usize) -> String {
-    (first..first + n)
-        .map(|i| format!("${i}"))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// Runs a statement, giving back SeaORM's own error (for callers that tell
+/// one constraint violation from another).
+pub async fn execute_raw<C: ConnectionTrait>(db: &C, sql: Sql) -> Result<ExecResult, DbErr> {
+    db.execute_raw(sql.build(Dialect::of(db))).await
 }
 
 /// Whether `err` says the connection is gone (the database restarted or
@@ -325,21 +270,6 @@ fn is_read(stmt: &Statement) -> bool {
         .is_some_and(|w| w.eq_ignore_ascii_case("select"))
 }
 
-/// How many connections `db`'s pool may hold: how many dead ones it could
-/// hand out one after another.
-fn pool_size(db: &DatabaseConnection) -> u32 {
-    match db.get_database_backend() {
-        DbBackend::Postgres => db
-            .get_postgres_connection_pool()
-            .options()
-            .get_max_connections(),
-        _ => db
-            .get_sqlite_connection_pool()
-            .options()
-            .get_max_connections(),
-    }
-}
-
 /// Runs the statement `make` builds with `run`; a read that found its
 /// connection dead runs once more. That failure was recorded
 /// ([`DbStats::record`]), so every connection idle since is pinged before
@@ -369,7 +299,8 @@ where
 /// sat idle a while); `BEGIN` on one fails without doing anything, that
 /// connection is closed as it goes back, and the next one is tried.
 pub async fn begin(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
-    let mut left = pool_size(db);
+    // The pool could hand out as many dead connections as it holds.
+    let mut left = Dialect::of(db).pool_size(db);
     loop {
         match db.begin().await {
             Err(e) if left > 0 && is_disconnect(&e) => {
@@ -379,6 +310,14 @@ pub async fn begin(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr
             result => return result,
         }
     }
+}
+
+/// Applies pending migrations.
+pub async fn migrate(db: &DatabaseConnection) -> AppResult<()> {
+    use migration::MigratorTrait;
+    migration::Migrator::up(db, None)
+        .await
+        .map_err(|e| AppError::internal("migrating the database", e))
 }
 
 /// Whether a database error is a unique-constraint violation.
@@ -394,17 +333,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sqlite_placeholders_are_numbered() {
-        let s = stmt(DbBackend::Sqlite, "SELECT $1, $2, $1", vec![]);
-        assert_eq!(s.sql, "SELECT ?1, ?2, ?1");
-        let p = stmt(DbBackend::Postgres, "SELECT $1", vec![]);
-        assert_eq!(p.sql, "SELECT $1");
-        assert_eq!(placeholders(3, 3), "$3, $4, $5");
+    fn claims_are_built() {
+        let filter = Sql::new("p.expires_at <= ").bind(5i64);
+        let claim = claim_batch(Dialect::Postgres, "statuses", filter, "expires_at", 10);
+        assert_eq!(
+            claim.build(Dialect::Postgres).sql,
+            "SELECT p.id FROM statuses p WHERE p.expires_at <= $1 ORDER BY p.expires_at \
+             LIMIT $2 FOR UPDATE SKIP LOCKED"
+        );
     }
 
     #[test]
     fn only_plain_selects_are_run_again() {
-        let read = |sql: &str| is_read(&stmt(DbBackend::Postgres, sql, vec![]));
+        let read = |sql: &str| is_read(&Sql::new(sql).build(Dialect::Postgres));
         assert!(read("SELECT 1"));
         assert!(read("  select * FROM users"));
         assert!(!read(
@@ -425,14 +366,18 @@ mod tests {
 
     #[test]
     fn values_are_written_in() {
-        let values = || vec![7i64.into(), "it's".into(), 1.5f64.into(), true.into()];
-        let sql = "SELECT '$1?', $1, $2, $3, $4, $10 FROM t WHERE a = $1";
-        let want = "SELECT '$1?', 7, E'it\\'s', 1.5, TRUE, $10 FROM t WHERE a = 7";
-        assert_eq!(
-            inline_values(&stmt(DbBackend::Postgres, sql, values())),
-            want
-        );
-        let lite = inline_values(&stmt(DbBackend::Sqlite, "SELECT $2, $1", values()));
-        assert_eq!(lite, "SELECT 'it''s', 7");
+        let sql = Sql::new("SELECT '$1?', ")
+            .bind(7i64)
+            .push(", ")
+            .bind("it's")
+            .push(", ")
+            .bind(1.5f64)
+            .push(", ")
+            .bind(true)
+            .push(", $10 FROM t");
+        let want = "SELECT '$1?', 7, E'it\\'s', 1.5, TRUE, $10 FROM t";
+        assert_eq!(inline_values(&sql.build(Dialect::Postgres)), want);
+        let lite = inline_values(&Sql::new("SELECT ").bind("it's").build(Dialect::Sqlite));
+        assert_eq!(lite, "SELECT 'it''s'");
     }
 }

@@ -22,33 +22,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use sea_orm::sqlx::postgres::PgConnection;
-use sea_orm::sqlx::sqlite::SqliteConnection;
-use sea_orm::sqlx::{self, Connection};
+use sea_orm::sqlx;
 use sea_orm::{
     ConnAcquireErr, ConnectionTrait, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult,
     RuntimeErr, Statement,
 };
-use sea_query_sqlx::SqlxValues;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 
+use super::dialect::{Held, acquire_error};
 use super::{ACQUIRE_TIMEOUT, DbStats, IDLE_BEFORE_PING, MAX_LIFETIME};
-
-/// `$body` with `$c` bound to the held connection, whichever database it is.
-macro_rules! on_held {
-    ($conn:expr, $c:ident => $body:expr) => {
-        match $conn {
-            Held::Sqlite($c) => $body,
-            Held::Postgres($c) => $body,
-        }
-    };
-}
-
-/// A connection of the queries' own.
-enum Held {
-    Sqlite(SqliteConnection),
-    Postgres(PgConnection),
-}
 
 /// An idle query connection.
 struct Idle {
@@ -107,7 +89,7 @@ impl QueryConnections {
             // Pinged if it sat idle long, or since before a statement failed
             // (the database may have ended every session: a restart).
             if (idle.since.elapsed() >= IDLE_BEFORE_PING || stats.failed_since(idle.since))
-                && on_held!(&mut idle.conn, c => c.ping().await).is_err()
+                && idle.conn.ping().await.is_err()
             {
                 continue;
             }
@@ -117,23 +99,7 @@ impl QueryConnections {
                 _permit: permit,
             });
         }
-        let conn = match db.get_database_backend() {
-            DbBackend::Postgres => db
-                .get_postgres_connection_pool()
-                .acquire()
-                .await
-                .map(|c| Held::Postgres(c.detach())),
-            _ => db
-                .get_sqlite_connection_pool()
-                .acquire()
-                .await
-                .map(|c| Held::Sqlite(c.detach())),
-        };
-        let conn = conn.map_err(|e| match e {
-            sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
-            sqlx::Error::PoolClosed => DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed),
-            e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
-        })?;
+        let conn = Held::detach(db).await.map_err(acquire_error)?;
         stats.opened.fetch_add(1, Ordering::Relaxed);
         Ok(Lent {
             conn,
@@ -161,7 +127,7 @@ impl QueryConnections {
             .map(|mut idle| std::mem::take(&mut *idle))
             .unwrap_or_default();
         for i in idle {
-            let _ = on_held!(i.conn, c => c.close().await);
+            let _ = i.conn.close().await;
         }
     }
 }
@@ -246,44 +212,16 @@ impl Drop for RequestDb {
 type BoxFut<'a, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'a>>;
 type Run<T> = for<'a> fn(&'a mut Held, &'a Statement) -> BoxFut<'a, T>;
 
-/// The statement's SQL and values as sqlx takes them.
-fn bind(stmt: &Statement) -> (sqlx::AssertSqlSafe<&str>, SqlxValues) {
-    (
-        sqlx::AssertSqlSafe(stmt.sql.as_str()),
-        SqlxValues(stmt.values.clone().unwrap_or(sea_orm::Values(Vec::new()))),
-    )
-}
-
 fn all<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Vec<QueryResult>> {
-    let (sql, values) = bind(stmt);
-    Box::pin(async move {
-        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .fetch_all(&mut *c)
-            .await?
-            .into_iter()
-            .map(QueryResult::from)
-            .collect()))
-    })
+    Box::pin(conn.fetch_all(stmt))
 }
 
 fn one<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, Option<QueryResult>> {
-    let (sql, values) = bind(stmt);
-    Box::pin(async move {
-        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .fetch_optional(&mut *c)
-            .await?
-            .map(QueryResult::from)))
-    })
+    Box::pin(conn.fetch_optional(stmt))
 }
 
 fn exec<'a>(conn: &'a mut Held, stmt: &'a Statement) -> BoxFut<'a, ExecResult> {
-    let (sql, values) = bind(stmt);
-    Box::pin(async move {
-        Ok(on_held!(conn, c => sqlx::query_with(sql, values)
-            .execute(&mut *c)
-            .await?
-            .into()))
-    })
+    Box::pin(conn.execute(stmt))
 }
 
 #[async_trait::async_trait]

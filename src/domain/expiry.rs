@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::clock::{Millis, duration_millis};
+use crate::db::Sql;
 
 /// When a status created at `created_at` stops being live.
 pub fn status_expires_at(created_at: Millis, ttl: Duration) -> Millis {
@@ -15,16 +16,16 @@ pub fn status_is_live(expires_at: Millis, now: Millis) -> bool {
     expires_at > now
 }
 
-/// SQL that keeps live statuses of table alias `alias`, given the server's
-/// `now` as parameter `$now_param`. The same comparison as [`status_is_live`].
-pub fn live_status_sql(alias: &str, now_param: usize) -> String {
-    format!("{alias}.expires_at > ${now_param}")
+/// SQL that keeps live statuses of table alias `alias` at the server's
+/// `now`. The same comparison as [`status_is_live`].
+pub fn live_status(alias: &str, now: Millis) -> Sql {
+    Sql::new(&format!("{alias}.expires_at > ")).bind(now)
 }
 
 /// SQL that keeps statuses the purge may delete: the complement of
-/// [`live_status_sql`].
-pub fn expired_status_sql(alias: &str, now_param: usize) -> String {
-    format!("{alias}.expires_at <= ${now_param}")
+/// [`live_status`].
+pub fn expired_status(alias: &str, now: Millis) -> Sql {
+    Sql::new(&format!("{alias}.expires_at <= ")).bind(now)
 }
 
 /// When a moment of `hours` created at `created_at` expires: never (`None`)
@@ -33,27 +34,33 @@ pub fn moment_expires_at(created_at: Millis, hours: i32) -> Option<Millis> {
     (hours > 0).then(|| created_at.saturating_add(i64::from(hours) * 3_600_000))
 }
 
-/// SQL that keeps live moments of alias `alias` at `$now_param`: not deleted,
-/// and journaled or not yet expired.
-pub fn live_moment_sql(alias: &str, now_param: usize) -> String {
-    format!(
-        "({alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > ${now_param}))"
-    )
+/// SQL that keeps live moments of alias `alias` at `now`: not deleted, and
+/// journaled or not yet expired.
+pub fn live_moment(alias: &str, now: Millis) -> Sql {
+    Sql::new(&format!(
+        "({alias}.deleted_at IS NULL AND ({alias}.expires_at IS NULL OR {alias}.expires_at > "
+    ))
+    .bind(now)
+    .push("))")
 }
 
-/// SQL that keeps moments the expiry job soft-deletes at `$now_param`:
-/// ephemeral, not deleted, expired. Journaled moments (`expires_at IS NULL`)
-/// never match.
-pub fn expired_moment_sql(alias: &str, now_param: usize) -> String {
-    format!(
-        "{alias}.deleted_at IS NULL AND {alias}.expires_at IS NOT NULL AND {alias}.expires_at <= ${now_param}"
-    )
+/// SQL that keeps moments the expiry job soft-deletes at `now`: ephemeral,
+/// not deleted, expired. Journaled moments (`expires_at IS NULL`) never
+/// match.
+pub fn expired_moment(alias: &str, now: Millis) -> Sql {
+    Sql::new(&format!(
+        "{alias}.deleted_at IS NULL AND {alias}.expires_at IS NOT NULL AND {alias}.expires_at <= "
+    ))
+    .bind(now)
 }
 
-/// SQL that keeps moments soft-deleted at or before `$cutoff_param` (now minus
-/// the grace): the purge's, and past the reach of `restoreMoment`.
-pub fn purgeable_moment_sql(alias: &str, cutoff_param: usize) -> String {
-    format!("{alias}.deleted_at IS NOT NULL AND {alias}.deleted_at <= ${cutoff_param}")
+/// SQL that keeps moments soft-deleted at or before `cutoff` (now minus the
+/// grace): the purge's, and past the reach of `restoreMoment`.
+pub fn purgeable_moment(alias: &str, cutoff: Millis) -> Sql {
+    Sql::new(&format!(
+        "{alias}.deleted_at IS NOT NULL AND {alias}.deleted_at <= "
+    ))
+    .bind(cutoff)
 }
 
 #[cfg(test)]
@@ -66,7 +73,8 @@ mod tests {
         assert_eq!(exp, 91_000);
         assert!(status_is_live(exp, 90_999));
         assert!(!status_is_live(exp, 91_000));
-        assert_eq!(live_status_sql("s", 2), "s.expires_at > $2");
+        let sql = live_status("s", 5).build(crate::db::Dialect::Postgres).sql;
+        assert_eq!(sql, "s.expires_at > $1");
     }
 
     #[test]

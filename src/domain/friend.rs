@@ -5,13 +5,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sea_orm::{ConnectionTrait, FromQueryResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
 use super::page::{Page, PageQuery};
 use super::user::{self, PROFILE_COLUMNS, Profile, keyed_page};
-use super::visibility::friend_ids_sql;
-use crate::app::AppState;
-use crate::db;
+use super::visibility;
+use crate::clock::Millis;
+use crate::db::{self, Sql};
 use crate::error::{AppError, AppResult};
 
 /// How a viewer stands with another user.
@@ -60,30 +60,38 @@ fn pair(a: i64, b: i64) -> (i64, i64) {
 }
 
 /// Checks the other side of a friend mutation: not yourself, and a user that exists.
-async fn check_other(app: &AppState, viewer: i64, other: i64) -> AppResult<()> {
+async fn check_other(db: &DatabaseConnection, viewer: i64, other: i64) -> AppResult<()> {
     if viewer == other {
         return Err(AppError::bad_input("you cannot befriend yourself"));
     }
-    if user::find_by_id(&app.db, other).await?.is_none() {
+    if user::find_by_id(db, other).await?.is_none() {
         return Err(AppError::not_found("user not found"));
     }
     Ok(())
 }
 
 /// Asks `other` to be friends; if they already asked the viewer, both become friends.
-pub async fn send_request(app: &AppState, viewer: i64, other: i64) -> AppResult<FriendshipState> {
-    check_other(app, viewer, other).await?;
+pub async fn send_request(
+    db: &DatabaseConnection,
+    viewer: i64,
+    other: i64,
+    now: Millis,
+) -> AppResult<FriendshipState> {
+    check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
-    let now = app.clock.now();
     let row: Option<PairRow> = db::fetch_one(
-        &app.db,
-        "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
-         VALUES ($1, $2, $3, $4, NULL) \
-         ON CONFLICT (low_id, high_id) DO UPDATE SET accepted_at = CASE \
-           WHEN friendships.accepted_at IS NULL AND friendships.requester_id <> excluded.requester_id \
-           THEN excluded.created_at ELSE friendships.accepted_at END \
-         RETURNING low_id, high_id, requester_id, accepted_at",
-        vec![low.into(), high.into(), viewer.into(), now.into()],
+        db,
+        Sql::new(
+            "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
+             VALUES (",
+        )
+        .list([low, high, viewer, now])
+        .push(
+            ", NULL) ON CONFLICT (low_id, high_id) DO UPDATE SET accepted_at = CASE \
+               WHEN friendships.accepted_at IS NULL AND friendships.requester_id <> excluded.requester_id \
+               THEN excluded.created_at ELSE friendships.accepted_at END \
+             RETURNING low_id, high_id, requester_id, accepted_at",
+        ),
     )
     .await?;
     row.map(|r| r.state_for(viewer))
@@ -92,22 +100,28 @@ pub async fn send_request(app: &AppState, viewer: i64, other: i64) -> AppResult<
 
 /// Accepts `other`'s request. Accepting again is harmless; with no request
 /// from them it is `BAD_USER_INPUT`.
-pub async fn accept_request(app: &AppState, viewer: i64, other: i64) -> AppResult<FriendshipState> {
-    check_other(app, viewer, other).await?;
+pub async fn accept_request(
+    db: &DatabaseConnection,
+    viewer: i64,
+    other: i64,
+    now: Millis,
+) -> AppResult<FriendshipState> {
+    check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
     db::execute(
-        &app.db,
-        "UPDATE friendships SET accepted_at = $4 \
-         WHERE low_id = $1 AND high_id = $2 AND requester_id = $3 AND accepted_at IS NULL",
-        vec![
-            low.into(),
-            high.into(),
-            other.into(),
-            app.clock.now().into(),
-        ],
+        db,
+        Sql::new("UPDATE friendships SET accepted_at = ")
+            .bind(now)
+            .push(" WHERE low_id = ")
+            .bind(low)
+            .push(" AND high_id = ")
+            .bind(high)
+            .push(" AND requester_id = ")
+            .bind(other)
+            .push(" AND accepted_at IS NULL"),
     )
     .await?;
-    match state(&app.db, viewer, other).await? {
+    match state(db, viewer, other).await? {
         FriendshipState::Friends => Ok(FriendshipState::Friends),
         _ => Err(AppError::bad_input(
             "there is no friend request from this user",
@@ -116,13 +130,19 @@ pub async fn accept_request(app: &AppState, viewer: i64, other: i64) -> AppResul
 }
 
 /// Removes a friend, declines their request or cancels the viewer's own.
-pub async fn remove(app: &AppState, viewer: i64, other: i64) -> AppResult<FriendshipState> {
-    check_other(app, viewer, other).await?;
+pub async fn remove(
+    db: &DatabaseConnection,
+    viewer: i64,
+    other: i64,
+) -> AppResult<FriendshipState> {
+    check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
     db::execute(
-        &app.db,
-        "DELETE FROM friendships WHERE low_id = $1 AND high_id = $2",
-        vec![low.into(), high.into()],
+        db,
+        Sql::new("DELETE FROM friendships WHERE low_id = ")
+            .bind(low)
+            .push(" AND high_id = ")
+            .bind(high),
     )
     .await?;
     Ok(FriendshipState::None)
@@ -149,16 +169,19 @@ pub async fn states<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(out);
     }
-    let list = db::placeholders(2, ids.len());
-    let mut values = vec![viewer.into()];
-    values.extend(ids.iter().map(|&i| i.into()));
     let rows: Vec<PairRow> = db::fetch_all(
         db,
-        &format!(
-            "SELECT low_id, high_id, requester_id, accepted_at FROM friendships \
-             WHERE (low_id = $1 AND high_id IN ({list})) OR (high_id = $1 AND low_id IN ({list}))"
-        ),
-        values,
+        Sql::new(
+            "SELECT low_id, high_id, requester_id, accepted_at FROM friendships WHERE (low_id = ",
+        )
+        .bind(viewer)
+        .push(" AND high_id IN (")
+        .list(ids.iter().copied())
+        .push(")) OR (high_id = ")
+        .bind(viewer)
+        .push(" AND low_id IN (")
+        .list(ids.iter().copied())
+        .push("))"),
     )
     .await?;
     for r in rows {
@@ -181,8 +204,10 @@ pub async fn state<C: ConnectionTrait>(
 
 /// The ids of `user`'s accepted friends.
 pub async fn friend_ids<C: ConnectionTrait>(db: &C, user: i64) -> AppResult<HashSet<i64>> {
-    let sql = format!("SELECT f.high_id AS id FROM ({}) f", friend_ids_sql(1));
-    let rows: Vec<IdRow> = db::fetch_all(db, &sql, vec![user.into()]).await?;
+    let sql = Sql::new("SELECT f.high_id AS id FROM (")
+        .append(visibility::friend_ids(user))
+        .push(") f");
+    let rows: Vec<IdRow> = db::fetch_all(db, sql).await?;
     Ok(rows.into_iter().map(|r| r.id).collect())
 }
 
@@ -197,16 +222,19 @@ pub async fn friends_page<C: ConnectionTrait>(
     user: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let mut sql = format!(
+    let sql = Sql::new(&format!(
         "SELECT {PROFILE_COLUMNS}, f.accepted_at AS k_ts FROM ( \
-           SELECT high_id AS friend_id, accepted_at FROM friendships WHERE low_id = $1 AND accepted_at IS NOT NULL \
-           UNION ALL \
-           SELECT low_id AS friend_id, accepted_at FROM friendships WHERE high_id = $1 AND accepted_at IS NOT NULL \
-         ) f JOIN users u ON u.id = f.friend_id WHERE 1 = 1"
-    );
-    let mut values = vec![user.into()];
-    q.push_sql(&mut sql, &mut values, "f.accepted_at", "u.id");
-    Ok(keyed_page(q, db::fetch_all(db, &sql, values).await?))
+           SELECT high_id AS friend_id, accepted_at FROM friendships WHERE low_id = "
+    ))
+    .bind(user)
+    .push(
+        " AND accepted_at IS NOT NULL UNION ALL \
+         SELECT low_id AS friend_id, accepted_at FROM friendships WHERE high_id = ",
+    )
+    .bind(user)
+    .push(" AND accepted_at IS NOT NULL) f JOIN users u ON u.id = f.friend_id WHERE 1 = 1")
+    .append(q.bounds("f.accepted_at", "u.id"));
+    Ok(keyed_page(q, db::fetch_all(db, sql).await?))
 }
 
 /// A page of users who asked `viewer` and wait for an answer, newest first.
@@ -215,12 +243,16 @@ pub async fn incoming_page<C: ConnectionTrait>(
     viewer: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let mut sql = format!(
+    let sql = Sql::new(&format!(
         "SELECT {PROFILE_COLUMNS}, f.created_at AS k_ts FROM friendships f \
-         JOIN users u ON u.id = f.requester_id \
-         WHERE (f.low_id = $1 OR f.high_id = $1) AND f.requester_id <> $1 AND f.accepted_at IS NULL"
-    );
-    let mut values = vec![viewer.into()];
-    q.push_sql(&mut sql, &mut values, "f.created_at", "u.id");
-    Ok(keyed_page(q, db::fetch_all(db, &sql, values).await?))
+         JOIN users u ON u.id = f.requester_id WHERE (f.low_id = "
+    ))
+    .bind(viewer)
+    .push(" OR f.high_id = ")
+    .bind(viewer)
+    .push(") AND f.requester_id <> ")
+    .bind(viewer)
+    .push(" AND f.accepted_at IS NULL")
+    .append(q.bounds("f.created_at", "u.id"));
+    Ok(keyed_page(q, db::fetch_all(db, sql).await?))
 }

@@ -34,13 +34,11 @@ pub fn validate_point(latitude: f64, longitude: f64) -> AppResult<()> {
 
 fn row(latitude: f64) -> i64 {
     // Truncation is intended: the floor of a value already in range.
-    #[allow(clippy::cast_possible_truncation)]
     let r = ((latitude + 90.0) * CELLS_PER_DEGREE).floor() as i64;
     r.clamp(0, ROWS - 1)
 }
 
 fn column(longitude: f64) -> i64 {
-    #[allow(clippy::cast_possible_truncation)]
     let c = ((longitude + 180.0) * CELLS_PER_DEGREE).floor() as i64;
     c.clamp(0, COLUMNS - 1)
 }

@@ -10,14 +10,14 @@
 
 use std::collections::HashSet;
 
-use sea_orm::{ConnectionTrait, FromQueryResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
-use super::moment::readable_sql;
+use super::moment::readable;
 use super::page::{Page, PageQuery};
 use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
-use crate::app::AppState;
-use crate::db::{self, placeholders};
-use crate::entity::moment;
+use crate::clock::Millis;
+use crate::db::{self, Sql};
+use crate::entity::{moment, moment_like};
 use crate::error::{AppError, AppResult};
 
 /// What a like mutation asks for.
@@ -37,29 +37,34 @@ struct LikedRow {
 /// Applies `change` for `viewer` on moment `id`; returns the moment as the
 /// change left it.
 pub async fn change(
-    app: &AppState,
+    db: &DatabaseConnection,
     viewer: i64,
     id: i64,
     change: LikeChange,
+    now: Millis,
 ) -> AppResult<moment::Model> {
-    let now = app.clock.now();
-    let txn = db::begin(&app.db).await?;
+    let txn = db::begin(db).await?;
     let locked: Option<moment::Model> = db::fetch_one(
         &txn,
-        &format!(
-            "UPDATE moments SET likes_count = likes_count WHERE id = $3 AND {} RETURNING *",
-            readable_sql("moments", 1, 2)
-        ),
-        vec![now.into(), viewer.into(), id.into()],
+        Sql::new("UPDATE moments SET likes_count = likes_count WHERE id = ")
+            .bind(id)
+            .push(" AND ")
+            .append(readable("moments", now, viewer))
+            .push(" RETURNING *"),
     )
     .await?;
     let Some(mut m) = locked else {
         return Err(AppError::not_found("moment not found"));
     };
+    let like = || {
+        Sql::new("moment_id = ")
+            .bind(id)
+            .push(" AND user_id = ")
+            .bind(viewer)
+    };
     let liked = db::fetch_one::<LikedRow, _>(
         &txn,
-        "SELECT moment_id FROM moment_likes WHERE moment_id = $1 AND user_id = $2",
-        vec![id.into(), viewer.into()],
+        Sql::new("SELECT moment_id FROM moment_likes WHERE ").append(like()),
     )
     .await?
     .is_some();
@@ -69,26 +74,27 @@ pub async fn change(
     };
     if want != liked {
         let delta = if want {
-            db::execute(
-                &txn,
-                "INSERT INTO moment_likes (moment_id, user_id, created_at) VALUES ($1, $2, $3)",
-                vec![id.into(), viewer.into(), now.into()],
-            )
-            .await?;
+            let row = moment_like::Model {
+                moment_id: id,
+                user_id: viewer,
+                created_at: now,
+            };
+            db::insert::row(&txn, row).await?;
             1
         } else {
             db::execute(
                 &txn,
-                "DELETE FROM moment_likes WHERE moment_id = $1 AND user_id = $2",
-                vec![id.into(), viewer.into()],
+                Sql::new("DELETE FROM moment_likes WHERE ").append(like()),
             )
             .await?;
             -1
         };
         db::execute(
             &txn,
-            "UPDATE moments SET likes_count = likes_count + $1 WHERE id = $2",
-            vec![delta.into(), id.into()],
+            Sql::new("UPDATE moments SET likes_count = likes_count + ")
+                .bind(delta)
+                .push(" WHERE id = ")
+                .bind(id),
         )
         .await?;
         m.likes_count += delta;
@@ -106,15 +112,13 @@ pub async fn liked_by<C: ConnectionTrait>(
     if moment_ids.is_empty() {
         return Ok(HashSet::new());
     }
-    let mut values = vec![viewer.into()];
-    values.extend(moment_ids.iter().map(|&i| i.into()));
     let rows: Vec<LikedRow> = db::fetch_all(
         db,
-        &format!(
-            "SELECT moment_id FROM moment_likes WHERE user_id = $1 AND moment_id IN ({})",
-            placeholders(2, moment_ids.len())
-        ),
-        values,
+        Sql::new("SELECT moment_id FROM moment_likes WHERE user_id = ")
+            .bind(viewer)
+            .push(" AND moment_id IN (")
+            .list(moment_ids.iter().copied())
+            .push(")"),
     )
     .await?;
     Ok(rows.into_iter().map(|r| r.moment_id).collect())
@@ -126,13 +130,13 @@ pub async fn likers_page<C: ConnectionTrait>(
     moment_id: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let mut sql = format!(
+    let sql = Sql::new(&format!(
         "SELECT {PROFILE_COLUMNS}, l.created_at AS k_ts FROM moment_likes l \
-         JOIN users u ON u.id = l.user_id WHERE l.moment_id = $1"
-    );
-    let mut values = vec![moment_id.into()];
-    q.push_sql(&mut sql, &mut values, "l.created_at", "u.id");
-    let rows: Vec<KeyedProfile> = db::fetch_all(db, &sql, values).await?;
+         JOIN users u ON u.id = l.user_id WHERE l.moment_id = "
+    ))
+    .bind(moment_id)
+    .append(q.bounds("l.created_at", "u.id"));
+    let rows: Vec<KeyedProfile> = db::fetch_all(db, sql).await?;
     Ok(keyed_page(q, rows))
 }
 
@@ -141,9 +145,12 @@ pub async fn likers_page<C: ConnectionTrait>(
 pub async fn forget_user<C: ConnectionTrait>(txn: &C, user: i64) -> AppResult<()> {
     db::execute(
         txn,
-        "UPDATE moments SET likes_count = likes_count - 1 \
-         WHERE id IN (SELECT moment_id FROM moment_likes WHERE user_id = $1)",
-        vec![user.into()],
+        Sql::new(
+            "UPDATE moments SET likes_count = likes_count - 1 \
+             WHERE id IN (SELECT moment_id FROM moment_likes WHERE user_id = ",
+        )
+        .bind(user)
+        .push(")"),
     )
     .await?;
     Ok(())

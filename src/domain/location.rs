@@ -17,13 +17,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sea_orm::{ConnectionTrait, DbBackend, FromQueryResult, Value};
+use sea_orm::{ConnectionTrait, FromQueryResult};
 
-use super::expiry::live_moment_sql;
+use super::expiry::live_moment;
 use super::geo::{distance_m, latitude_span, map_cell, validate_point};
-use super::visibility::friend_ids_sql;
+use super::visibility::friend_ids;
 use crate::clock::Millis;
-use crate::db::{self, placeholders};
+use crate::db::{self, Dialect, Sql, insert};
 use crate::entity::location;
 use crate::error::{AppError, AppResult};
 
@@ -70,26 +70,22 @@ pub async fn resolve<C: ConnectionTrait>(
     let (name, key) = normalize_name(name)?;
     db::execute(
         txn,
-        "INSERT INTO place_names (name_key) VALUES ($1) \
-         ON CONFLICT (name_key) DO UPDATE SET name_key = excluded.name_key",
-        vec![key.clone().into()],
+        Sql::new("INSERT INTO place_names (name_key) VALUES (")
+            .bind(key.clone())
+            .push(") ON CONFLICT (name_key) DO UPDATE SET name_key = excluded.name_key"),
     )
     .await?;
     let band = latitude_span(SAME_PLACE_M) * 1.01;
     let candidates: Vec<Candidate> = db::fetch_all(
         txn,
-        &format!(
-            "SELECT l.id, l.latitude, l.longitude FROM locations l \
-             WHERE l.name_key = $1 AND l.latitude BETWEEN $2 AND $3 AND {}",
-            seen_by_sql("l", 4, 5)
-        ),
-        vec![
-            key.clone().into(),
-            (latitude - band).into(),
-            (latitude + band).into(),
-            now.into(),
-            author.into(),
-        ],
+        Sql::new("SELECT l.id, l.latitude, l.longitude FROM locations l WHERE l.name_key = ")
+            .bind(key.clone())
+            .push(" AND l.latitude BETWEEN ")
+            .bind(latitude - band)
+            .push(" AND ")
+            .bind(latitude + band)
+            .push(" AND ")
+            .append(seen_by("l", now, author)),
     )
     .await?;
     let nearest = candidates
@@ -106,35 +102,31 @@ pub async fn resolve<C: ConnectionTrait>(
         return Ok(id);
     }
     let new_id = crate::ids::random_id();
-    db::execute(
-        txn,
-        "INSERT INTO locations (id, name, name_key, latitude, longitude, map_cell, created_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        vec![
-            new_id.into(),
-            name.into(),
-            key.into(),
-            latitude.into(),
-            longitude.into(),
-            map_cell(latitude, longitude).into(),
-            now.into(),
-        ],
-    )
-    .await?;
+    let place = location::Model {
+        id: new_id,
+        name,
+        name_key: key,
+        latitude,
+        longitude,
+        map_cell: map_cell(latitude, longitude),
+        created_at: now,
+        public_moments: 0,
+    };
+    insert::row(txn, place).await?;
     Ok(new_id)
 }
 
-/// SQL that keeps the locations of alias `l` where viewer `$viewer_param`
-/// may see a live moment at `$now_param`: the rule that makes a location
-/// visible at all.
-fn seen_by_sql(l: &str, now_param: usize, viewer_param: usize) -> String {
-    format!(
-        "EXISTS (SELECT 1 FROM moments v WHERE v.location_id = {l}.id AND {})",
-        super::moment::readable_sql("v", now_param, viewer_param)
-    )
+/// SQL that keeps the locations of alias `l` where `viewer` may see a live
+/// moment at `now`: the rule that makes a location visible at all.
+fn seen_by(l: &str, now: Millis, viewer: i64) -> Sql {
+    Sql::new(&format!(
+        "EXISTS (SELECT 1 FROM moments v WHERE v.location_id = {l}.id AND "
+    ))
+    .append(super::moment::readable("v", now, viewer))
+    .push(")")
 }
 
-/// Locations by id that `viewer` may see (see [`seen_by_sql`]).
+/// Locations by id that `viewer` may see (see [`seen_by`]).
 pub async fn find_visible_by_ids<C: ConnectionTrait>(
     db: &C,
     viewer: Option<i64>,
@@ -144,16 +136,12 @@ pub async fn find_visible_by_ids<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut values: Vec<Value> = vec![now.into(), viewer.unwrap_or(0).into()];
-    values.extend(ids.iter().map(|&i| i.into()));
     let rows: Vec<location::Model> = db::fetch_all(
         db,
-        &format!(
-            "SELECT l.* FROM locations l WHERE l.id IN ({}) AND {}",
-            placeholders(3, ids.len()),
-            seen_by_sql("l", 1, 2)
-        ),
-        values,
+        Sql::new("SELECT l.* FROM locations l WHERE l.id IN (")
+            .list(ids.iter().copied())
+            .push(") AND ")
+            .append(seen_by("l", now, viewer.unwrap_or(0))),
     )
     .await?;
     Ok(rows.into_iter().map(|l| (l.id, l)).collect())
@@ -182,11 +170,9 @@ pub async fn find_by_ids<C: ConnectionTrait>(
     }
     let rows: Vec<location::Model> = db::fetch_all(
         db,
-        &format!(
-            "SELECT * FROM locations WHERE id IN ({})",
-            placeholders(1, ids.len())
-        ),
-        ids.iter().map(|&i| i.into()).collect(),
+        Sql::new("SELECT * FROM locations WHERE id IN (")
+            .list(ids.iter().copied())
+            .push(")"),
     )
     .await?;
     Ok(rows.into_iter().map(|l| (l.id, l)).collect())
@@ -203,12 +189,10 @@ pub async fn moment_counts<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let filter = |values: &mut Vec<Value>| {
-        let first = values.len() + 1;
-        values.extend(ids.iter().map(|&i| i.into()));
+    let filter = || {
         (
-            "locations l".to_owned(),
-            format!("l.id IN ({})", placeholders(first, ids.len())),
+            Sql::new("locations l"),
+            Sql::new("l.id IN (").list(ids.iter().copied()).push(")"),
         )
     };
     let mut out: HashMap<i64, i64> = ids.iter().map(|&i| (i, 0)).collect();
@@ -259,8 +243,8 @@ struct FriendRow {
 /// - FRIENDS_ONLY ones of the viewer and their friends, walked from those
 ///   authors' moments.
 ///
-/// `filter` appends its parameters after `$1` (now) and `$2` (viewer) and
-/// returns the `FROM` source (alias `l`) and condition on the locations.
+/// `filter` gives the `FROM` source (alias `l`) and the condition on the
+/// locations.
 pub async fn visible_counts<C, F>(
     db: &C,
     viewer: Option<i64>,
@@ -269,60 +253,55 @@ pub async fn visible_counts<C, F>(
 ) -> AppResult<Vec<Counted>>
 where
     C: ConnectionTrait,
-    F: Fn(&mut Vec<Value>) -> (String, String),
+    F: Fn() -> (Sql, Sql),
 {
-    let base = || -> Vec<Value> { vec![now.into(), viewer.unwrap_or(0).into()] };
-    let mut values = base();
-    let (from, cond) = filter(&mut values);
-    // Without range statistics SQLite cannot tell that few moments have
-    // expired unnoticed, and walked every located moment instead.
-    let expiry_index = match db.get_database_backend() {
-        DbBackend::Postgres => "",
-        _ => "INDEXED BY moments_expiry",
-    };
+    let dialect = Dialect::of(db);
+    let (from, cond) = filter();
     let public: Vec<PublicRow> = db::fetch_all(
         db,
-        &format!(
+        Sql::new(
             "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at, \
                l.public_moments, COALESCE(e.n, 0) AS n, \
                (SELECT y.created_at FROM moments y WHERE y.location_id = l.id \
-                  AND y.visibility = 'PUBLIC' AND {live_y} \
-                  ORDER BY y.created_at DESC LIMIT 1) AS latest \
-             FROM {from} LEFT JOIN (SELECT x.location_id, COUNT(*) AS n \
-               FROM moments x {expiry_index} \
-               WHERE x.{expired_not_deleted} AND x.location_id IS NOT NULL \
-                 AND x.visibility = 'PUBLIC' GROUP BY x.location_id) e ON e.location_id = l.id \
-             WHERE {cond}",
-            live_y = live_moment_sql("y", 1),
-            expired_not_deleted =
-                "deleted_at IS NULL AND x.expires_at IS NOT NULL AND x.expires_at <= $1",
-        ),
-        values,
+                  AND y.visibility = 'PUBLIC' AND ",
+        )
+        .append(live_moment("y", now))
+        .push(" ORDER BY y.created_at DESC LIMIT 1) AS latest FROM ")
+        .append(from)
+        // Without range statistics SQLite cannot tell that few moments have
+        // expired unnoticed, and walked every located moment instead.
+        .push(&format!(
+            " LEFT JOIN (SELECT x.location_id, COUNT(*) AS n FROM moments x{} \
+             WHERE x.deleted_at IS NULL AND x.expires_at IS NOT NULL AND x.expires_at <= ",
+            dialect.index_hint("moments_expiry")
+        ))
+        .bind(now)
+        .push(
+            " AND x.location_id IS NOT NULL AND x.visibility = 'PUBLIC' \
+             GROUP BY x.location_id) e ON e.location_id = l.id WHERE ",
+        )
+        .append(cond),
     )
     .await?;
     let mut friends: HashMap<i64, FriendRow> = HashMap::new();
-    if viewer.is_some() && !public.is_empty() {
-        let mut values = base();
-        let (_, cond) = filter(&mut values);
-        // Drive from the authors (SQLite keeps `CROSS JOIN` order as written).
-        let join = if db.get_database_backend() == DbBackend::Postgres {
-            "JOIN"
-        } else {
-            "CROSS JOIN"
-        };
+    if let (Some(viewer), false) = (viewer, public.is_empty()) {
+        let (_, cond) = filter();
+        // Drive from the authors.
+        let join = dialect.join_in_written_order();
         let rows: Vec<FriendRow> = db::fetch_all(
             db,
-            &format!(
-                "SELECT m.location_id, COUNT(*) AS n, MAX(m.created_at) AS latest \
-                 FROM (SELECT $2 AS id UNION ALL {friends}) f \
-                 {join} moments m ON m.author_id = f.id \
-                 {join} locations l ON l.id = m.location_id \
-                 WHERE m.location_id IS NOT NULL AND m.visibility = 'FRIENDS_ONLY' AND {live_m} \
-                   AND {cond} GROUP BY m.location_id",
-                friends = friend_ids_sql(2),
-                live_m = live_moment_sql("m", 1),
-            ),
-            values,
+            Sql::new("SELECT m.location_id, COUNT(*) AS n, MAX(m.created_at) AS latest FROM (SELECT ")
+                .bind(viewer)
+                .push(" AS id UNION ALL ")
+                .append(friend_ids(viewer))
+                .push(&format!(
+                    ") f {join} moments m ON m.author_id = f.id {join} locations l ON l.id = m.location_id \
+                     WHERE m.location_id IS NOT NULL AND m.visibility = 'FRIENDS_ONLY' AND "
+                ))
+                .append(live_moment("m", now))
+                .push(" AND ")
+                .append(cond)
+                .push(" GROUP BY m.location_id"),
         )
         .await?;
         friends.extend(rows.into_iter().map(|r| (r.location_id, r)));
@@ -342,6 +321,7 @@ where
                     longitude: r.longitude,
                     map_cell: r.map_cell,
                     created_at: r.created_at,
+                    public_moments: r.public_moments,
                 },
                 count,
                 latest,
@@ -374,8 +354,10 @@ pub async fn count_public<C: ConnectionTrait>(
     for (id, delta) in deltas {
         db::execute(
             db,
-            "UPDATE locations SET public_moments = public_moments + $1 WHERE id = $2",
-            vec![delta.into(), id.into()],
+            Sql::new("UPDATE locations SET public_moments = public_moments + ")
+                .bind(delta)
+                .push(" WHERE id = ")
+                .bind(id),
         )
         .await?;
     }
@@ -394,18 +376,17 @@ pub async fn forget_author<C: ConnectionTrait>(db: &C, author: i64) -> AppResult
     }
     let used: Vec<Used> = db::fetch_all(
         db,
-        "SELECT DISTINCT location_id FROM moments WHERE author_id = $1 AND location_id IS NOT NULL",
-        vec![author.into()],
+        Sql::new("SELECT DISTINCT location_id FROM moments WHERE author_id = ")
+            .bind(author)
+            .push(" AND location_id IS NOT NULL"),
     )
     .await?;
     let placed: Vec<Placed> = db::fetch_all(
         db,
-        &format!(
-            "SELECT location_id, visibility FROM moments \
-             WHERE author_id = $1 AND deleted_at IS NULL AND location_id IS NOT NULL{}",
-            db::for_update(db.get_database_backend())
-        ),
-        vec![author.into()],
+        Sql::new("SELECT location_id, visibility FROM moments WHERE author_id = ")
+            .bind(author)
+            .push(" AND deleted_at IS NULL AND location_id IS NOT NULL")
+            .push(Dialect::of(db).for_update()),
     )
     .await?;
     count_public(db, &placed, -1).await?;
@@ -417,12 +398,11 @@ pub async fn drop_unused<C: ConnectionTrait>(db: &C, ids: &[i64]) -> AppResult<(
     for chunk in ids.chunks(500) {
         db::execute(
             db,
-            &format!(
-                "DELETE FROM locations WHERE id IN ({}) \
-                 AND NOT EXISTS (SELECT 1 FROM moments o WHERE o.location_id = locations.id)",
-                placeholders(1, chunk.len())
-            ),
-            chunk.iter().map(|&i| i.into()).collect(),
+            Sql::new("DELETE FROM locations WHERE id IN (")
+                .list(chunk.iter().copied())
+                .push(
+                    ") AND NOT EXISTS (SELECT 1 FROM moments o WHERE o.location_id = locations.id)",
+                ),
         )
         .await?;
     }

@@ -14,13 +14,13 @@
 //! Markers are ordered by their newest moment, newest first; when more than
 //! `limit` are in the box the newest `limit` are kept and `truncated` is set.
 
-use sea_orm::{ConnectionTrait, DbBackend, Value};
+use sea_orm::ConnectionTrait;
 
 use super::geo::BoundingBox;
 use super::location::visible_counts;
-use super::moment::readable_sql;
+use super::moment::readable;
 use crate::clock::Millis;
-use crate::db;
+use crate::db::{self, Dialect, Sql};
 use crate::entity::{location, moment};
 use crate::error::{AppError, AppResult};
 
@@ -43,68 +43,36 @@ pub struct Markers {
     pub truncated: bool,
 }
 
-/// The SQL that puts rows of table `table` (alias `a`) inside `bbox`, with
-/// parameters appended to `values`: the `FROM` source and the `WHERE`
-/// condition. The box's cell ranges are written the way each planner walks
-/// the cell index range by range (checked with `EXPLAIN` on both): on
-/// PostgreSQL an `OR` of ranges (a `BitmapOr` of index scans); on SQLite a
-/// join with a `VALUES` list of ranges (an `OR` there scans the whole index).
-/// The condition then keeps the box's exact edges.
-fn in_box_sql(
-    backend: DbBackend,
-    table: &str,
-    a: &str,
-    bbox: &BoundingBox,
-    values: &mut Vec<Value>,
-) -> (String, String) {
-    let mut ranges = Vec::new();
-    for (lo, hi) in bbox.cell_ranges() {
-        values.push(lo.into());
-        values.push(hi.into());
-        ranges.push((values.len() - 1, values.len()));
-    }
-    let (from, cells) = if backend == DbBackend::Postgres {
-        let or: Vec<String> = ranges
-            .iter()
-            .map(|(lo, hi)| format!("{a}.map_cell BETWEEN ${lo} AND ${hi}"))
-            .collect();
-        (
-            format!("{table} {a}"),
-            format!("({}) AND ", or.join(" OR ")),
-        )
-    } else {
-        let list: Vec<String> = ranges
-            .iter()
-            .map(|(lo, hi)| format!("(${lo}, ${hi})"))
-            .collect();
-        (
-            format!(
-                "(VALUES {}) cells CROSS JOIN {table} {a} ON {a}.map_cell BETWEEN cells.column1 AND cells.column2",
-                list.join(", ")
-            ),
-            String::new(),
-        )
-    };
-    let edges = format!("{cells}{}", edges_sql(a, bbox, values));
-    (from, edges)
+/// The SQL that puts rows of table `table` (alias `a`) inside `bbox`: the
+/// `FROM` source and the `WHERE` condition. The box's cell ranges are walked
+/// through the cell index the way each planner walks them best
+/// ([`Dialect::cell_ranges`]); the condition then keeps the box's exact
+/// edges.
+fn in_box(dialect: Dialect, table: &str, a: &str, bbox: &BoundingBox) -> (Sql, Sql) {
+    let (from, cells) = dialect.cell_ranges(table, a, &bbox.cell_ranges());
+    (from, cells.push(" AND ").append(edges(a, bbox)))
 }
 
 /// SQL that keeps the rows of alias `a` inside the box's exact edges.
-fn edges_sql(a: &str, bbox: &BoundingBox, values: &mut Vec<Value>) -> String {
-    let param = |v: f64, values: &mut Vec<Value>| {
-        values.push(v.into());
-        format!("${}", values.len())
-    };
-    let south = param(bbox.south, values);
-    let north = param(bbox.north, values);
-    let west = param(bbox.west, values);
-    let east = param(bbox.east, values);
+fn edges(a: &str, bbox: &BoundingBox) -> Sql {
     let lon = if bbox.crosses_antimeridian() {
-        format!("({a}.longitude >= {west} OR {a}.longitude <= {east})")
+        Sql::new(&format!("({a}.longitude >= "))
+            .bind(bbox.west)
+            .push(&format!(" OR {a}.longitude <= "))
+            .bind(bbox.east)
+            .push(")")
     } else {
-        format!("{a}.longitude BETWEEN {west} AND {east}")
+        Sql::new(&format!("{a}.longitude BETWEEN "))
+            .bind(bbox.west)
+            .push(" AND ")
+            .bind(bbox.east)
     };
-    format!("{a}.latitude BETWEEN {south} AND {north} AND {lon}")
+    Sql::new(&format!("{a}.latitude BETWEEN "))
+        .bind(bbox.south)
+        .push(" AND ")
+        .bind(bbox.north)
+        .push(" AND ")
+        .append(lon)
 }
 
 /// Boxes of at most this many cells (a city) read their standalone moments
@@ -113,53 +81,29 @@ const MERGE_CELLS: usize = 64;
 
 /// The standalone moments of a box of few cells: one index walk per cell
 /// along `moments_map (map_cell, created_at, id)`, newest first, merged by
-/// the database so that it stops after `fetch` rows. What it reads follows
-/// the markers returned, not how many moments the box holds. PostgreSQL
-/// merges a `UNION ALL` in a subquery (`Merge Append`); SQLite merges a
-/// compound `SELECT`'s arms when the `ORDER BY` is on the compound itself.
+/// the database so that it stops after `fetch` rows
+/// ([`Dialect::merge_newest`]). What it reads follows the markers returned,
+/// not how many moments the box holds.
 fn standalone_by_cell(
-    backend: DbBackend,
+    dialect: Dialect,
     cells: &[i64],
     bbox: &BoundingBox,
-    mut values: Vec<Value>,
+    viewer: i64,
     fetch: i64,
-) -> Query {
-    let edges = edges_sql("m", bbox, &mut values);
-    let readable = readable_sql("m", 1, 2);
-    values.push(fetch.into());
-    let limit = values.len();
-    // PostgreSQL's estimate for one cell's filtered rows is too low for it
-    // to choose the merge by itself (on 1M moments it sorted the whole box),
-    // so each arm walks its cell in order and stops after `fetch` rows.
-    let per_cell = if backend == DbBackend::Postgres {
-        format!(" ORDER BY m.created_at DESC, m.id DESC LIMIT ${limit}")
-    } else {
-        String::new()
-    };
-    let arms: Vec<String> = cells
+    now: Millis,
+) -> Sql {
+    let arms = cells
         .iter()
         .map(|&cell| {
-            values.push(cell.into());
-            format!(
-                "SELECT m.* FROM moments m WHERE m.map_cell = ${} AND m.location_id IS NULL \
-                 AND m.deleted_at IS NULL AND {edges} AND {readable}{per_cell}",
-                values.len()
-            )
+            Sql::new("SELECT m.* FROM moments m WHERE m.map_cell = ")
+                .bind(cell)
+                .push(" AND m.location_id IS NULL AND m.deleted_at IS NULL AND ")
+                .append(edges("m", bbox))
+                .push(" AND ")
+                .append(readable("m", now, viewer))
         })
         .collect();
-    let sql = if backend == DbBackend::Postgres {
-        let arms: Vec<String> = arms.iter().map(|a| format!("({a})")).collect();
-        format!(
-            "SELECT * FROM ({}) u ORDER BY u.created_at DESC, u.id DESC LIMIT ${limit}",
-            arms.join(" UNION ALL ")
-        )
-    } else {
-        format!(
-            "{} ORDER BY created_at DESC, id DESC LIMIT ${limit}",
-            arms.join(" UNION ALL ")
-        )
-    };
-    (sql, values)
+    dialect.merge_newest(arms, "m", fetch)
 }
 
 /// Checks a requested marker limit: not negative; above 1,000 is clamped.
@@ -169,43 +113,40 @@ pub fn clamp_limit(limit: i32) -> AppResult<u32> {
     Ok(limit.min(MAX_MARKERS))
 }
 
-/// A query as SQL with `$n` placeholders and its values.
-pub type Query = (String, Vec<Value>);
-
-/// The map's standalone-moment query for `backend`, fetching at most
+/// The map's standalone-moment query for `dialect`, fetching at most
 /// `fetch` rows. (Public so a test can check its plan uses the cell index.)
 pub fn standalone_query(
-    backend: DbBackend,
+    dialect: Dialect,
     viewer: Option<i64>,
     bbox: &BoundingBox,
     fetch: i64,
     now: Millis,
-) -> Query {
-    let base = || vec![now.into(), viewer.unwrap_or(0).into()];
+) -> Sql {
+    let viewer = viewer.unwrap_or(0);
     match bbox.cells(MERGE_CELLS) {
-        Some(cells) => standalone_by_cell(backend, &cells, bbox, base(), fetch),
+        Some(cells) => standalone_by_cell(dialect, &cells, bbox, viewer, fetch, now),
         None => {
-            let mut values = base();
-            let (from, edges) = in_box_sql(backend, "moments", "m", bbox, &mut values);
-            values.push(fetch.into());
-            let sql = format!(
-                "SELECT m.* FROM {from} \
-                 WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND {edges} AND {} \
-                 ORDER BY m.created_at DESC, m.id DESC LIMIT ${}",
-                readable_sql("m", 1, 2),
-                values.len()
-            );
-            (sql, values)
+            let (from, in_box) = in_box(dialect, "moments", "m", bbox);
+            Sql::new("SELECT m.* FROM ")
+                .append(from)
+                .push(" WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND ")
+                .append(in_box)
+                .push(" AND ")
+                .append(readable("m", now, viewer))
+                .push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
+                .bind(fetch)
         }
     }
 }
 
 /// The ids of the locations in `bbox`, selected the way the badge query
 /// selects them. (Public so a test can check its plan uses the cell index.)
-pub fn locations_query(backend: DbBackend, bbox: &BoundingBox) -> Query {
-    let mut values = Vec::new();
-    let (from, edges) = in_box_sql(backend, "locations", "l", bbox, &mut values);
-    (format!("SELECT l.id FROM {from} WHERE {edges}"), values)
+pub fn locations_query(dialect: Dialect, bbox: &BoundingBox) -> Sql {
+    let (from, in_box) = in_box(dialect, "locations", "l", bbox);
+    Sql::new("SELECT l.id FROM ")
+        .append(from)
+        .push(" WHERE ")
+        .append(in_box)
 }
 
 /// The markers `viewer` sees inside `bbox`, at most `limit` (see the module doc).
@@ -218,13 +159,11 @@ pub async fn markers<C: ConnectionTrait>(
 ) -> AppResult<Markers> {
     bbox.validate()?;
     let fetch = i64::from(limit) + 1;
-    let backend = db.get_database_backend();
-    let (standalone, s_values) = standalone_query(backend, viewer, bbox, fetch, now);
-    let moments: Vec<moment::Model> = db::fetch_all(db, &standalone, s_values).await?;
-    let locations = visible_counts(db, viewer, now, |values| {
-        in_box_sql(backend, "locations", "l", bbox, values)
-    })
-    .await?;
+    let dialect = Dialect::of(db);
+    let standalone = standalone_query(dialect, viewer, bbox, fetch, now);
+    let moments: Vec<moment::Model> = db::fetch_all(db, standalone).await?;
+    let locations =
+        visible_counts(db, viewer, now, || in_box(dialect, "locations", "l", bbox)).await?;
 
     // Merge by newest moment; a location pin sorts by its newest moment too.
     let mut all: Vec<((i64, i64), Marker)> = moments
@@ -261,23 +200,28 @@ mod tests {
 
     #[test]
     fn box_sql_uses_cells_and_edges() {
-        let mut values = Vec::new();
         let bbox = BoundingBox {
             south: -1.0,
             west: 179.0,
             north: 1.0,
             east: -179.0,
         };
-        let (from, edges) = in_box_sql(DbBackend::Sqlite, "moments", "m", &bbox, &mut values);
-        assert!(from.starts_with("(VALUES ($1, $2)"));
+        let (from, edges) = in_box(Dialect::Sqlite, "moments", "m", &bbox);
+        let (from, edges) = (
+            from.build(Dialect::Sqlite).sql,
+            edges.build(Dialect::Sqlite).sql,
+        );
+        assert!(from.starts_with("(VALUES (?1, ?2)"), "{from}");
         assert!(
             from.ends_with("JOIN moments m ON m.map_cell BETWEEN cells.column1 AND cells.column2")
         );
-        assert!(edges.contains("(m.longitude >= $"));
-        let mut values = Vec::new();
-        let (from, edges) = in_box_sql(DbBackend::Postgres, "moments", "m", &bbox, &mut values);
-        assert_eq!(from, "moments m");
-        assert!(edges.starts_with("(m.map_cell BETWEEN $1 AND $2 OR "));
-        assert_eq!(values.len() % 2, 0);
+        assert!(edges.contains("(m.longitude >= ?"), "{edges}");
+        let (from, edges) = in_box(Dialect::Postgres, "moments", "m", &bbox);
+        assert_eq!(from.build(Dialect::Postgres).sql, "moments m");
+        let edges = edges.build(Dialect::Postgres).sql;
+        assert!(
+            edges.starts_with("(m.map_cell BETWEEN $1 AND $2 OR "),
+            "{edges}"
+        );
     }
 }

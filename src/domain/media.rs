@@ -21,54 +21,28 @@
 //!   same row lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult, Value};
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseConnection, EntityTrait, FromQueryResult,
+    IntoActiveModel,
+};
 
 use super::image::{self, ACCEPTED_TYPES, Judged};
-use crate::app::AppState;
 use crate::clock::{Millis, duration_millis};
-use crate::db::{self, placeholders, skip_locked};
+use crate::db::{self, Dialect, Sql, insert};
 use crate::entity::media;
 use crate::error::{AppError, AppResult};
+use crate::ids::IdGenerator;
+use crate::state::Media;
 use crate::storage::{self, UploadTarget};
-
-/// Counters of the media paths, for `/metrics`.
-#[derive(Debug, Default)]
-pub struct MediaStats {
-    uploads: AtomicU64,
-    deleted: AtomicU64,
-    failed: AtomicU64,
-    waiting: AtomicU64,
-}
-
-impl MediaStats {
-    /// Media stored (uploads and checked direct uploads).
-    pub fn uploads(&self) -> u64 {
-        self.uploads.load(Ordering::Relaxed)
-    }
-
-    /// Blobs deleted by the media job.
-    pub fn deleted(&self) -> u64 {
-        self.deleted.load(Ordering::Relaxed)
-    }
-
-    /// Blob deletions that failed (each is retried).
-    pub fn failed(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
-    }
-
-    /// Blobs queued for deletion after the media job's last run.
-    pub fn waiting(&self) -> u64 {
-        self.waiting.load(Ordering::Relaxed)
-    }
-}
 
 /// Waits for one of the `EPHEMERA_MAX_CONCURRENT_UPLOADS` slots that bound
 /// the memory uploads take while they are read and judged.
-pub async fn upload_slot(app: &AppState) -> AppResult<tokio::sync::OwnedSemaphorePermit> {
-    app.media_work
+pub async fn upload_slot(media: &Media) -> AppResult<tokio::sync::OwnedSemaphorePermit> {
+    media
+        .slots
         .clone()
         .acquire_owned()
         .await
@@ -85,11 +59,9 @@ pub async fn find_by_ids<C: ConnectionTrait>(
     }
     let rows: Vec<media::Model> = db::fetch_all(
         db,
-        &format!(
-            "SELECT * FROM media WHERE id IN ({})",
-            placeholders(1, ids.len())
-        ),
-        ids.iter().map(|&i| i.into()).collect(),
+        Sql::new("SELECT * FROM media WHERE id IN (")
+            .list(ids.iter().copied())
+            .push(")"),
     )
     .await?;
     Ok(rows.into_iter().map(|m| (m.id, m)).collect())
@@ -125,25 +97,35 @@ const QUOTA_WINDOW_MS: Millis = 24 * 3600 * 1000;
 /// tickets held (`EPHEMERA_UPLOAD_PENDING_MAX`). Media deleted since no
 /// longer count. Concurrent uploads of one account may each pass the check
 /// (at most `EPHEMERA_MAX_CONCURRENT_UPLOADS` of them).
-async fn check_quota(app: &AppState, owner: i64, bytes: i64, ticket: bool) -> AppResult<()> {
+async fn check_quota(
+    db: &DatabaseConnection,
+    media: &Media,
+    owner: i64,
+    bytes: i64,
+    ticket: bool,
+    now: Millis,
+) -> AppResult<()> {
     #[derive(FromQueryResult)]
     struct Used {
         bytes: Option<i64>,
         pending: Option<i64>,
     }
-    let now = app.clock.now();
     let used: Option<Used> = db::fetch_one(
-        &app.db,
-        "SELECT CAST(SUM(byte_size) AS BIGINT) AS bytes, \
-           CAST(SUM(CASE WHEN ready_at IS NULL AND upload_expires_at > $3 THEN 1 ELSE 0 END) \
-             AS BIGINT) AS pending \
-         FROM media WHERE owner_id = $1 AND created_at > $2",
-        vec![owner.into(), (now - QUOTA_WINDOW_MS).into(), now.into()],
+        db,
+        Sql::new(
+            "SELECT CAST(SUM(byte_size) AS BIGINT) AS bytes, \
+               CAST(SUM(CASE WHEN ready_at IS NULL AND upload_expires_at > ",
+        )
+        .bind(now)
+        .push(" THEN 1 ELSE 0 END) AS BIGINT) AS pending FROM media WHERE owner_id = ")
+        .bind(owner)
+        .push(" AND created_at > ")
+        .bind(now - QUOTA_WINDOW_MS),
     )
     .await?;
     let (used_bytes, pending) =
         used.map_or((0, 0), |u| (u.bytes.unwrap_or(0), u.pending.unwrap_or(0)));
-    let config = &app.config;
+    let config = &media.config;
     if ticket && pending >= config.upload_pending_max {
         return Err(AppError::rate_limited(
             format!(
@@ -167,16 +149,22 @@ async fn check_quota(app: &AppState, owner: i64, bytes: i64, ticket: bool) -> Ap
 
 /// Stores an uploaded file for `owner`: judged by its bytes, metadata
 /// removed, the row first and then the blob.
-pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media::Model> {
-    let max = app.config.max_upload_bytes;
+pub async fn upload(
+    db: &DatabaseConnection,
+    media: &Media,
+    ids: &IdGenerator,
+    owner: i64,
+    bytes: Bytes,
+    now: Millis,
+) -> AppResult<media::Model> {
+    let max = media.config.max_upload_bytes;
     if bytes.len() as u64 > max {
         return Err(too_large(max));
     }
-    check_quota(app, owner, bytes.len() as i64, false).await?;
-    let judged = judge(bytes, app.config.max_image_pixels).await?;
-    let now = app.clock.now();
+    check_quota(db, media, owner, bytes.len() as i64, false, now).await?;
+    let judged = judge(bytes, media.config.max_image_pixels).await?;
     let row = media::Model {
-        id: app.ids.next_id(),
+        id: ids.next_id(),
         owner_id: owner,
         storage_key: storage::new_key(),
         content_type: judged.content_type.to_owned(),
@@ -188,17 +176,17 @@ pub async fn upload(app: &AppState, owner: i64, bytes: Bytes) -> AppResult<media
         attached_at: None,
         upload_expires_at: None,
     };
-    insert(&app.db, &row).await?;
-    if let Err(failure) = app
-        .media
+    insert::row(db, row.clone()).await?;
+    if let Err(failure) = media
+        .store
         .put(&row.storage_key, judged.bytes, judged.content_type)
         .await
     {
         // The put may have left part of a blob: queue it with the row.
-        discard(app, row.id).await?;
+        discard(db, row.id, now).await?;
         return Err(failure.into());
     }
-    app.media_stats.uploads.fetch_add(1, Ordering::Relaxed);
+    media.stats.uploads.fetch_add(1, Ordering::Relaxed);
     Ok(row)
 }
 
@@ -207,30 +195,6 @@ async fn judge(bytes: Bytes, max_pixels: u64) -> AppResult<Judged> {
     tokio::task::spawn_blocking(move || image::judge(bytes, max_pixels))
         .await
         .map_err(|e| AppError::internal("judging an image", e))?
-}
-
-async fn insert(db: &DatabaseConnection, row: &media::Model) -> AppResult<()> {
-    db::execute(
-        db,
-        "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, \
-         created_at, ready_at, attached_at, upload_expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        vec![
-            row.id.into(),
-            row.owner_id.into(),
-            row.storage_key.clone().into(),
-            row.content_type.clone().into(),
-            row.byte_size.into(),
-            row.width.into(),
-            row.height.into(),
-            row.created_at.into(),
-            row.ready_at.into(),
-            row.attached_at.into(),
-            row.upload_expires_at.into(),
-        ],
-    )
-    .await?;
-    Ok(())
 }
 
 /// A direct-upload ticket.
@@ -244,10 +208,13 @@ pub struct Ticket {
 /// media row and a signed PUT target. The bytes are judged when the media is
 /// first attached ([`prepare`]).
 pub async fn request_upload(
-    app: &AppState,
+    db: &DatabaseConnection,
+    media: &Media,
+    ids: &IdGenerator,
     owner: i64,
     content_type: &str,
     byte_size: i64,
+    now: Millis,
 ) -> AppResult<Ticket> {
     let content_type = content_type.trim().to_ascii_lowercase();
     if !ACCEPTED_TYPES.contains(&content_type.as_str()) {
@@ -256,7 +223,7 @@ pub async fn request_upload(
             ACCEPTED_TYPES.join(", ")
         )));
     }
-    let max = app.config.max_upload_bytes;
+    let max = media.config.max_upload_bytes;
     if byte_size < 1 {
         return Err(AppError::bad_input("byteSize must be at least 1"));
     }
@@ -264,15 +231,20 @@ pub async fn request_upload(
     if len > max {
         return Err(too_large(max));
     }
-    check_quota(app, owner, byte_size, true).await?;
-    let now = app.clock.now();
+    check_quota(db, media, owner, byte_size, true, now).await?;
     let key = storage::new_key();
-    let target = app
-        .media
-        .upload_target(&key, &content_type, len, now, app.config.upload_ticket_ttl)
+    let target = media
+        .store
+        .upload_target(
+            &key,
+            &content_type,
+            len,
+            now,
+            media.config.upload_ticket_ttl,
+        )
         .await?;
     let row = media::Model {
-        id: app.ids.next_id(),
+        id: ids.next_id(),
         owner_id: owner,
         storage_key: key,
         content_type,
@@ -284,7 +256,7 @@ pub async fn request_upload(
         attached_at: None,
         upload_expires_at: Some(target.expires_at),
     };
-    insert(&app.db, &row).await?;
+    insert::row(db, row.clone()).await?;
     Ok(Ticket {
         media_id: row.id,
         target,
@@ -295,13 +267,14 @@ pub async fn request_upload(
 pub async fn is_pending(db: &DatabaseConnection, key: &str) -> AppResult<bool> {
     #[derive(FromQueryResult)]
     struct Row {
-        #[allow(dead_code)]
+        #[expect(dead_code, reason = "read only to learn that a row exists")]
         id: i64,
     }
     let row: Option<Row> = db::fetch_one(
         db,
-        "SELECT id FROM media WHERE storage_key = $1 AND ready_at IS NULL",
-        vec![key.into()],
+        Sql::new("SELECT id FROM media WHERE storage_key = ")
+            .bind(key)
+            .push(" AND ready_at IS NULL"),
     )
     .await?;
     Ok(row.is_some())
@@ -310,15 +283,21 @@ pub async fn is_pending(db: &DatabaseConnection, key: &str) -> AppResult<bool> {
 /// Checks, before a transaction attaches it, that `owner` may attach media
 /// `id`; a direct upload is judged here the first time (and rejected, with
 /// its blob queued for deletion, if its bytes fail).
-pub async fn prepare(app: &AppState, owner: i64, id: i64) -> AppResult<()> {
-    let media = find(&app.db, id)
+pub async fn prepare(
+    db: &DatabaseConnection,
+    media: &Media,
+    owner: i64,
+    id: i64,
+    now: Millis,
+) -> AppResult<()> {
+    let row = find(db, id)
         .await?
         .ok_or_else(|| AppError::not_found("media not found"))?;
-    check_attachable(&media, owner)?;
-    if media.ready_at.is_none() {
-        let _slot = upload_slot(app).await?;
-        verify_upload(app, &media).await?;
-        app.media_stats.uploads.fetch_add(1, Ordering::Relaxed);
+    check_attachable(&row, owner)?;
+    if row.ready_at.is_none() {
+        let _slot = upload_slot(media).await?;
+        verify_upload(db, media, &row, now).await?;
+        media.stats.uploads.fetch_add(1, Ordering::Relaxed);
     }
     Ok(())
 }
@@ -335,86 +314,95 @@ fn check_attachable(media: &media::Model, owner: i64) -> AppResult<()> {
 
 /// Judges a direct upload's bytes: size, type, metadata. On success the row
 /// becomes ready with the measured type and size.
-async fn verify_upload(app: &AppState, media: &media::Model) -> AppResult<()> {
+async fn verify_upload(
+    db: &DatabaseConnection,
+    media: &Media,
+    row: &media::Model,
+    now: Millis,
+) -> AppResult<()> {
     let not_arrived =
         || AppError::bad_input("the upload has not arrived: PUT the bytes to the uploadUrl first");
-    let key = &media.storage_key;
-    let max = app.config.max_upload_bytes;
-    let size = app.media.size(key).await?.ok_or_else(not_arrived)?;
+    let key = &row.storage_key;
+    let max = media.config.max_upload_bytes;
+    let size = media.store.size(key).await?.ok_or_else(not_arrived)?;
     if size > max {
-        return reject(app, media.id, too_large(max)).await;
+        return reject(db, row.id, too_large(max), now).await;
     }
-    if size != media.byte_size as u64 {
-        return reject(
-            app,
-            media.id,
-            AppError::bad_input(format!(
-                "the upload has {size} bytes; the ticket was for {}",
-                media.byte_size
-            )),
-        )
-        .await;
+    if size != row.byte_size as u64 {
+        let wrong = AppError::bad_input(format!(
+            "the upload has {size} bytes; the ticket was for {}",
+            row.byte_size
+        ));
+        return reject(db, row.id, wrong, now).await;
     }
-    let bytes = app.media.get(key).await?.ok_or_else(not_arrived)?;
-    let judged = match judge(bytes.clone(), app.config.max_image_pixels).await {
+    let bytes = media.store.get(key).await?.ok_or_else(not_arrived)?;
+    let judged = match judge(bytes.clone(), media.config.max_image_pixels).await {
         Ok(j) => j,
-        Err(e) => return reject(app, media.id, e).await,
+        Err(e) => return reject(db, row.id, e, now).await,
     };
     // The bytes move to a key no ticket can write, so a second PUT with the
     // same ticket cannot replace what was checked. A reservation in the
     // outbox deletes the new blob if we stop before the row points at it.
     let final_key = storage::new_key();
-    let now = app.clock.now();
     db::execute(
-        &app.db,
-        "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-         VALUES ($1, $2, 0, $3)",
-        vec![
-            final_key.clone().into(),
-            now.into(),
-            (now + RESERVATION_MS).into(),
-        ],
+        db,
+        Sql::new(
+            "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
+             VALUES (",
+        )
+        .bind(final_key.clone())
+        .push(", ")
+        .bind(now)
+        .push(", 0, ")
+        .bind(now + RESERVATION_MS)
+        .push(")"),
     )
     .await?;
     let size = judged.bytes.len() as i64;
-    app.media
+    media
+        .store
         .put(&final_key, judged.bytes, judged.content_type)
         .await?;
-    let txn = db::begin(&app.db).await?;
+    let txn = db::begin(db).await?;
     let moved = db::execute(
         &txn,
-        "UPDATE media SET storage_key = $1, upload_expires_at = NULL, ready_at = $2, \
-         content_type = $3, byte_size = $4, width = $5, height = $6 \
-         WHERE id = $7 AND ready_at IS NULL",
-        vec![
-            final_key.clone().into(),
-            now.into(),
-            judged.content_type.into(),
-            size.into(),
-            judged.width.into(),
-            judged.height.into(),
-            media.id.into(),
-        ],
+        Sql::new("UPDATE media SET storage_key = ")
+            .bind(final_key.clone())
+            .push(", upload_expires_at = NULL, ready_at = ")
+            .bind(now)
+            .push(", content_type = ")
+            .bind(judged.content_type)
+            .push(", byte_size = ")
+            .bind(size)
+            .push(", width = ")
+            .bind(judged.width)
+            .push(", height = ")
+            .bind(judged.height)
+            .push(" WHERE id = ")
+            .bind(row.id)
+            .push(" AND ready_at IS NULL"),
     )
     .await?;
     if moved == 1 {
         // The upload key goes once its ticket can no longer write it.
         db::execute(
             &txn,
-            "UPDATE media_deletions SET storage_key = $1, next_attempt_at = $2 WHERE storage_key = $3",
-            vec![
-                key.clone().into(),
-                hold_until(media.upload_expires_at, now).into(),
-                final_key.into(),
-            ],
+            Sql::new("UPDATE media_deletions SET storage_key = ")
+                .bind(key.clone())
+                .push(", next_attempt_at = ")
+                .bind(hold_until(row.upload_expires_at, now))
+                .push(" WHERE storage_key = ")
+                .bind(final_key),
         )
         .await?;
     } else {
         // Checked at the same time by another request, which won: ours goes now.
         db::execute(
             &txn,
-            "UPDATE media_deletions SET next_attempt_at = $1 WHERE storage_key = $2",
-            vec![now.into(), final_key.into()],
+            Sql::new("UPDATE media_deletions SET next_attempt_at = ")
+                .bind(now)
+                .push(" WHERE storage_key = ")
+                .bind(final_key),
         )
         .await?;
     }
@@ -436,37 +424,30 @@ fn hold_until(upload_expires_at: Option<Millis>, now: Millis) -> Millis {
 }
 
 /// The same rule in SQL over a `media` row.
-fn hold_sql(now_param: usize) -> String {
-    format!(
-        "CASE WHEN upload_expires_at IS NOT NULL AND upload_expires_at + {TICKET_HOLD_MS} > ${now_param} \
-         THEN upload_expires_at + {TICKET_HOLD_MS} ELSE ${now_param} END"
-    )
+fn hold(now: Millis) -> Sql {
+    Sql::new(&format!(
+        "CASE WHEN upload_expires_at IS NOT NULL AND upload_expires_at + {TICKET_HOLD_MS} > "
+    ))
+    .bind(now)
+    .push(&format!(" THEN upload_expires_at + {TICKET_HOLD_MS} ELSE "))
+    .bind(now)
+    .push(" END")
 }
 
 /// Deletes a pending media whose bytes failed, queueing its blob; returns `err`.
-async fn reject(app: &AppState, id: i64, err: AppError) -> AppResult<()> {
-    let txn = db::begin(&app.db).await?;
-    delete_rows(
-        &txn,
-        "id = $1 AND ready_at IS NULL",
-        vec![id.into()],
-        app.clock.now(),
-    )
-    .await?;
+async fn reject(db: &DatabaseConnection, id: i64, err: AppError, now: Millis) -> AppResult<()> {
+    let txn = db::begin(db).await?;
+    let pending = Sql::new("id = ").bind(id).push(" AND ready_at IS NULL");
+    delete_rows(&txn, pending, now).await?;
     txn.commit().await?;
     Err(err)
 }
 
 /// Deletes an unattached media row after a failed put, queueing its blob.
-async fn discard(app: &AppState, id: i64) -> AppResult<()> {
-    let txn = db::begin(&app.db).await?;
-    delete_rows(
-        &txn,
-        "id = $1 AND attached_at IS NULL",
-        vec![id.into()],
-        app.clock.now(),
-    )
-    .await?;
+async fn discard(db: &DatabaseConnection, id: i64, now: Millis) -> AppResult<()> {
+    let txn = db::begin(db).await?;
+    let unattached = Sql::new("id = ").bind(id).push(" AND attached_at IS NULL");
+    delete_rows(&txn, unattached, now).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -482,9 +463,13 @@ pub async fn attach<C: ConnectionTrait>(
 ) -> AppResult<()> {
     let updated = db::execute(
         txn,
-        "UPDATE media SET attached_at = $1 \
-         WHERE id = $2 AND owner_id = $3 AND attached_at IS NULL AND ready_at IS NOT NULL",
-        vec![now.into(), id.into(), owner.into()],
+        Sql::new("UPDATE media SET attached_at = ")
+            .bind(now)
+            .push(" WHERE id = ")
+            .bind(id)
+            .push(" AND owner_id = ")
+            .bind(owner)
+            .push(" AND attached_at IS NULL AND ready_at IS NOT NULL"),
     )
     .await?;
     if updated == 1 {
@@ -497,63 +482,59 @@ pub async fn attach<C: ConnectionTrait>(
     Err(AppError::bad_input("the upload has not been checked yet"))
 }
 
-/// Runs `sql`, the insert of a status or moment that takes a media (in the
+/// Inserts `row`, a status or moment that takes a media (in the
 /// transaction that [`attach`]ed it). The unique key on `media_id` catches an
 /// attach elsewhere since the check: `BAD_USER_INPUT`.
-pub async fn insert_holder<C: ConnectionTrait>(
-    txn: &C,
-    sql: &str,
-    values: Vec<Value>,
-) -> AppResult<()> {
-    let inserted = txn
-        .execute_raw(db::stmt(txn.get_database_backend(), sql, values))
-        .await;
-    match inserted {
+pub async fn insert_holder<E, A, M, C>(txn: &C, row: M) -> AppResult<()>
+where
+    E: EntityTrait,
+    A: ActiveModelTrait<Entity = E>,
+    M: IntoActiveModel<A>,
+    C: ConnectionTrait,
+{
+    match insert::row(txn, row).await {
         Err(e) if db::is_unique_violation(&e) => {
             Err(AppError::bad_input("this media is already attached"))
         }
         Err(e) => Err(e.into()),
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
     }
 }
 
-/// Queues the blobs of the media rows matching `filter` and deletes the rows,
-/// in the caller's transaction. `filter` is SQL over `media` with
-/// placeholders `$1..` for `values`. Returns the rows deleted.
-pub async fn delete_rows<C: ConnectionTrait>(
-    txn: &C,
-    filter: &str,
-    values: Vec<Value>,
-    now: Millis,
-) -> AppResult<u64> {
-    let now_param = values.len() + 1;
-    let mut with_now = values.clone();
-    with_now.push(now.into());
-    db::execute(
-        txn,
-        &format!(
-            "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-             SELECT storage_key, ${now_param}, 0, {} FROM media WHERE {filter} \
-             ON CONFLICT (storage_key) DO NOTHING",
-            hold_sql(now_param)
-        ),
-        with_now,
+/// `INSERT INTO media_deletions ... SELECT` of the blobs of the `media` rows
+/// that `filter` keeps, each due when [`hold`] says.
+fn queue_blobs(filter: Sql, now: Millis) -> Sql {
+    Sql::new(
+        "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
+         SELECT storage_key, ",
     )
-    .await?;
-    db::execute(txn, &format!("DELETE FROM media WHERE {filter}"), values).await
+    .bind(now)
+    .push(", 0, ")
+    .append(hold(now))
+    .push(" FROM media WHERE ")
+    .append(filter)
+    .push(" ON CONFLICT (storage_key) DO NOTHING")
 }
 
-/// PostgreSQL only: the `WITH` clauses (named `queued` and `media_gone`)
-/// that do what [`delete_rows`] does for the media rows whose ids the SQL
-/// `ids_sql` selects, so a purge can delete a whole batch in one statement.
-pub fn delete_rows_ctes(ids_sql: &str, now_param: usize) -> String {
-    format!(
-        "queued AS (INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-           SELECT storage_key, ${now_param}, 0, {} FROM media WHERE id IN ({ids_sql}) \
-           ON CONFLICT (storage_key) DO NOTHING), \
-         media_gone AS (DELETE FROM media WHERE id IN ({ids_sql}))",
-        hold_sql(now_param)
-    )
+/// Queues the blobs of the media rows matching `filter` (SQL over `media`)
+/// and deletes the rows, in the caller's transaction. Returns the rows
+/// deleted.
+pub async fn delete_rows<C: ConnectionTrait>(txn: &C, filter: Sql, now: Millis) -> AppResult<u64> {
+    db::execute(txn, queue_blobs(filter.clone(), now)).await?;
+    db::execute(txn, Sql::new("DELETE FROM media WHERE ").append(filter)).await
+}
+
+/// The `WITH` clauses (named `queued` and `media_gone`) that do what
+/// [`delete_rows`] does for the media rows whose ids the SQL `ids_sql`
+/// selects, so a purge can delete a whole batch in one statement (where
+/// the dialect has writable `WITH` clauses).
+pub fn delete_rows_ctes(ids_sql: &str, now: Millis) -> Sql {
+    let listed = || Sql::new(&format!("id IN ({ids_sql})"));
+    Sql::new("queued AS (")
+        .append(queue_blobs(listed(), now))
+        .push("), media_gone AS (DELETE FROM media WHERE ")
+        .append(listed())
+        .push(")")
 }
 
 /// Deletes media rows by id with their blobs queued (a status or moment
@@ -566,13 +547,8 @@ pub async fn delete_by_ids<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(0);
     }
-    delete_rows(
-        txn,
-        &format!("id IN ({})", placeholders(1, ids.len())),
-        ids.iter().map(|&i| i.into()).collect(),
-        now,
-    )
-    .await
+    let listed = Sql::new("id IN (").list(ids.iter().copied()).push(")");
+    delete_rows(txn, listed, now).await
 }
 
 /// Queues every blob `owner` uploaded, before their account is deleted (the
@@ -582,61 +558,40 @@ pub async fn queue_owner_blobs<C: ConnectionTrait>(
     owner: i64,
     now: Millis,
 ) -> AppResult<()> {
-    db::execute(
-        txn,
-        &format!(
-            "INSERT INTO media_deletions (storage_key, enqueued_at, attempts, next_attempt_at) \
-             SELECT storage_key, $1, 0, {} FROM media WHERE owner_id = $2 \
-             ON CONFLICT (storage_key) DO NOTHING",
-            hold_sql(1)
-        ),
-        vec![now.into(), owner.into()],
-    )
-    .await?;
+    db::execute(txn, queue_blobs(Sql::new("owner_id = ").bind(owner), now)).await?;
     Ok(())
 }
 
 /// Deletes uploads never attached within `EPHEMERA_MEDIA_UNATTACHED_TTL`,
 /// queueing their blobs; batches until none is left. Returns the count.
-pub async fn sweep_unattached(app: &AppState, now: Millis) -> AppResult<u64> {
-    let cutoff = now - duration_millis(app.config.media_unattached_ttl);
-    let batch = i64::from(app.config.media_gc_batch);
+pub async fn sweep_unattached(
+    db: &DatabaseConnection,
+    media: &Media,
+    now: Millis,
+) -> AppResult<u64> {
+    let cutoff = now - duration_millis(media.config.unattached_ttl);
+    let batch = i64::from(media.config.gc_batch);
     let mut total = 0;
     loop {
-        let txn = db::begin(&app.db).await?;
+        let txn = db::begin(db).await?;
         #[derive(FromQueryResult)]
         struct Row {
             id: i64,
         }
+        let unattached = Sql::new("p.attached_at IS NULL AND p.created_at <= ").bind(cutoff);
         let rows: Vec<Row> = db::fetch_all(
             &txn,
-            &db::claim_batch_sql(
-                txn.get_database_backend(),
-                "media",
-                "p.attached_at IS NULL AND p.created_at <= $1",
-                "created_at",
-                2,
-            ),
-            vec![cutoff.into(), batch.into()],
+            db::claim_batch(Dialect::of(&txn), "media", unattached, "created_at", batch),
         )
         .await?;
         if rows.is_empty() {
             return Ok(total);
         }
-        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let mut values: Vec<Value> = ids.iter().map(|&i| i.into()).collect();
-        values.push(cutoff.into());
-        total += delete_rows(
-            &txn,
-            &format!(
-                "id IN ({}) AND attached_at IS NULL AND created_at <= ${}",
-                placeholders(1, ids.len()),
-                ids.len() + 1
-            ),
-            values,
-            now,
-        )
-        .await?;
+        let still_unattached = Sql::new("id IN (")
+            .list(rows.iter().map(|r| r.id))
+            .push(") AND attached_at IS NULL AND created_at <= ")
+            .bind(cutoff);
+        total += delete_rows(&txn, still_unattached, now).await?;
         txn.commit().await?;
     }
 }
@@ -663,19 +618,23 @@ struct Queued {
 /// Deletes queued blobs that are due: claims a batch (skipping rows another
 /// instance holds), deletes the blobs, forgets the done ones and schedules
 /// failed ones with exponential backoff. Repeats until nothing is due.
-pub async fn drain_deletions(app: &AppState, now: Millis) -> AppResult<Drained> {
+pub async fn drain_deletions(
+    db: &DatabaseConnection,
+    media: &Media,
+    now: Millis,
+) -> AppResult<Drained> {
     use futures_util::StreamExt;
     let mut drained = Drained::default();
     loop {
-        let claimed = claim_deletions(app, now).await?;
+        let claimed = claim_deletions(db, media.config.gc_batch, now).await?;
         if claimed.is_empty() {
-            record_waiting(app).await?;
+            record_waiting(db, media).await?;
             return Ok(drained);
         }
         let results: Vec<(Queued, Result<(), storage::StoreFailure>)> =
             futures_util::stream::iter(claimed)
                 .map(|q| async move {
-                    let r = app.media.delete(&q.storage_key).await;
+                    let r = media.store.delete(&q.storage_key).await;
                     (q, r)
                 })
                 .buffer_unordered(CONCURRENT_DELETES)
@@ -687,55 +646,56 @@ pub async fn drain_deletions(app: &AppState, now: Millis) -> AppResult<Drained> 
                 Ok(()) => done.push(queued.storage_key),
                 Err(failure) => {
                     drained.failed += 1;
-                    app.media_stats.failed.fetch_add(1, Ordering::Relaxed);
-                    record_failure(app, now, &queued, &failure.0).await?;
+                    media.stats.failed.fetch_add(1, Ordering::Relaxed);
+                    record_failure(db, media, now, &queued, &failure.0).await?;
                 }
             }
         }
         if !done.is_empty() {
             let n = done.len() as u64;
-            app.media_stats.deleted.fetch_add(n, Ordering::Relaxed);
+            media.stats.deleted.fetch_add(n, Ordering::Relaxed);
             drained.deleted += db::execute(
-                &app.db,
-                &format!(
-                    "DELETE FROM media_deletions WHERE storage_key IN ({})",
-                    placeholders(1, done.len())
-                ),
-                done.into_iter().map(Into::into).collect(),
+                db,
+                Sql::new("DELETE FROM media_deletions WHERE storage_key IN (")
+                    .list(done)
+                    .push(")"),
             )
             .await?;
         }
     }
 }
 
-async fn record_waiting(app: &AppState) -> AppResult<()> {
+async fn record_waiting(db: &DatabaseConnection, media: &Media) -> AppResult<()> {
     #[derive(FromQueryResult)]
     struct Count {
         n: i64,
     }
     let count: Option<Count> =
-        db::fetch_one(&app.db, "SELECT COUNT(*) AS n FROM media_deletions", vec![]).await?;
+        db::fetch_one(db, Sql::new("SELECT COUNT(*) AS n FROM media_deletions")).await?;
     let n = count.map_or(0, |c| u64::try_from(c.n).unwrap_or(0));
-    app.media_stats.waiting.store(n, Ordering::Relaxed);
+    media.stats.waiting.store(n, Ordering::Relaxed);
     Ok(())
 }
 
-async fn claim_deletions(app: &AppState, now: Millis) -> AppResult<Vec<Queued>> {
-    let txn = db::begin(&app.db).await?;
+async fn claim_deletions(
+    db: &DatabaseConnection,
+    batch: u32,
+    now: Millis,
+) -> AppResult<Vec<Queued>> {
+    let txn = db::begin(db).await?;
     let rows: Vec<Queued> = db::fetch_all(
         &txn,
-        &format!(
-            "UPDATE media_deletions SET next_attempt_at = $1 WHERE storage_key IN ( \
-               SELECT storage_key FROM media_deletions WHERE next_attempt_at <= $2 \
-               ORDER BY next_attempt_at LIMIT $3{} \
-             ) RETURNING storage_key, attempts",
-            skip_locked(txn.get_database_backend())
-        ),
-        vec![
-            (now + CLAIM_LEASE_MS).into(),
-            now.into(),
-            i64::from(app.config.media_gc_batch).into(),
-        ],
+        Sql::new("UPDATE media_deletions SET next_attempt_at = ")
+            .bind(now + CLAIM_LEASE_MS)
+            .push(
+                " WHERE storage_key IN (SELECT storage_key FROM media_deletions \
+                 WHERE next_attempt_at <= ",
+            )
+            .bind(now)
+            .push(" ORDER BY next_attempt_at LIMIT ")
+            .bind(i64::from(batch))
+            .push(Dialect::of(&txn).skip_locked())
+            .push(") RETURNING storage_key, attempts"),
     )
     .await?;
     txn.commit().await?;
@@ -751,15 +711,16 @@ pub fn backoff(base: Millis, max: Millis, attempts: i32) -> Millis {
 }
 
 async fn record_failure(
-    app: &AppState,
+    db: &DatabaseConnection,
+    media: &Media,
     now: Millis,
     queued: &Queued,
     error: &str,
 ) -> AppResult<()> {
     let attempts = queued.attempts.saturating_add(1);
     let wait = backoff(
-        duration_millis(app.config.media_retry_base),
-        duration_millis(app.config.media_retry_max),
+        duration_millis(media.config.retry_base),
+        duration_millis(media.config.retry_max),
         attempts,
     );
     let log = if attempts >= 10 {
@@ -774,15 +735,15 @@ async fn record_failure(
     }
     let error: String = error.chars().take(1000).collect();
     db::execute(
-        &app.db,
-        "UPDATE media_deletions SET attempts = $1, next_attempt_at = $2, last_error = $3 \
-         WHERE storage_key = $4",
-        vec![
-            attempts.into(),
-            (now + wait).into(),
-            error.into(),
-            queued.storage_key.clone().into(),
-        ],
+        db,
+        Sql::new("UPDATE media_deletions SET attempts = ")
+            .bind(attempts)
+            .push(", next_attempt_at = ")
+            .bind(now + wait)
+            .push(", last_error = ")
+            .bind(error)
+            .push(" WHERE storage_key = ")
+            .bind(queued.storage_key.clone()),
     )
     .await?;
     Ok(())

@@ -12,19 +12,21 @@
 
 use std::collections::HashMap;
 
+use std::time::Duration;
+
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
-use super::expiry::{expired_moment_sql, live_moment_sql, moment_expires_at, purgeable_moment_sql};
+use super::expiry::{expired_moment, live_moment, moment_expires_at, purgeable_moment};
 use super::geo::{map_cell, validate_point};
 use super::location::{self, Placed};
 use super::page::{Key, Page, PageQuery};
-use super::visibility::{scope_sql, visible_moment_sql};
-use super::{BatchReport, Scope};
-use crate::app::AppState;
+use super::{BatchReport, Scope, visibility};
 use crate::clock::{Millis, duration_millis};
-use crate::db::{self, placeholders};
+use crate::db::{self, Dialect, Sql};
 use crate::entity::moment;
 use crate::error::{AppError, AppResult};
+use crate::ids::IdGenerator;
+use crate::state::Media;
 
 const MAX_CAPTION: usize = 2200;
 const MAX_HOURS: i32 = 168;
@@ -70,15 +72,13 @@ pub struct NewMoment {
     pub place_name: Option<String>,
 }
 
-/// SQL that keeps the moments of alias `m` that are live at `$now_param` and
-/// visible to viewer `$viewer_param` (0 when anonymous). Every read path,
-/// count and like builds on this one rule.
-pub fn readable_sql(m: &str, now_param: usize, viewer_param: usize) -> String {
-    format!(
-        "{} AND {}",
-        live_moment_sql(m, now_param),
-        visible_moment_sql(m, viewer_param)
-    )
+/// SQL that keeps the moments of alias `m` that are live at `now` and
+/// visible to `viewer` (0 when anonymous). Every read path, count and like
+/// builds on this one rule.
+pub fn readable(m: &str, now: Millis, viewer: i64) -> Sql {
+    live_moment(m, now)
+        .push(" AND ")
+        .append(visibility::visible_moment(m, viewer))
 }
 
 /// 0 (journaled) or 1..168 hours.
@@ -111,22 +111,28 @@ pub fn validate(input: &mut NewMoment) -> AppResult<()> {
 /// Posts a moment. Its media must be an upload of the author's not attached
 /// elsewhere; `locationId` must name a location; `placeName` resolves to a
 /// location (see `domain::location`).
-pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppResult<moment::Model> {
+pub async fn create(
+    db: &DatabaseConnection,
+    media: &Media,
+    ids: &IdGenerator,
+    author: i64,
+    mut input: NewMoment,
+    now: Millis,
+) -> AppResult<moment::Model> {
     validate(&mut input)?;
-    let now = app.clock.now();
     // Only a location the author may see (one with a live moment they may
     // see): another's private place is not found.
     if let Some(id) = input.location_id
-        && super::location::find_visible(&app.db, Some(author), id, now)
+        && super::location::find_visible(db, Some(author), id, now)
             .await?
             .is_none()
     {
         return Err(AppError::not_found("location not found"));
     }
-    super::media::prepare(app, author, input.media_id).await?;
+    super::media::prepare(db, media, author, input.media_id, now).await?;
     let journaled = input.duration_hours == 0;
     let mut row = moment::Model {
-        id: app.ids.next_id(),
+        id: ids.next_id(),
         author_id: author,
         media_id: input.media_id,
         caption: input.caption,
@@ -142,7 +148,7 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
         deleted_at: None,
         likes_count: 0,
     };
-    let txn = db::begin(&app.db).await?;
+    let txn = db::begin(db).await?;
     // Each branch starts with a write (see `db`): the place name's row, or the media.
     if let Some(name) = &input.place_name {
         let id =
@@ -150,29 +156,7 @@ pub async fn create(app: &AppState, author: i64, mut input: NewMoment) -> AppRes
         row.location_id = Some(id);
     }
     super::media::attach(&txn, author, row.media_id, now).await?;
-    super::media::insert_holder(
-        &txn,
-        "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, \
-               location_id, visibility, is_journaled, duration_hours, expires_at, created_at, \
-               deleted_at, likes_count) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, NULL, 0)",
-        vec![
-            row.id.into(),
-            row.author_id.into(),
-            row.media_id.into(),
-            row.caption.clone().into(),
-            row.latitude.into(),
-            row.longitude.into(),
-            row.map_cell.into(),
-            row.location_id.into(),
-            row.visibility.clone().into(),
-            row.is_journaled.into(),
-            row.duration_hours.into(),
-            row.expires_at.into(),
-            row.created_at.into(),
-        ],
-    )
-    .await?;
+    super::media::insert_holder(&txn, row.clone()).await?;
     let placed = Placed {
         location_id: row.location_id,
         visibility: row.visibility.clone(),
@@ -192,16 +176,12 @@ pub async fn find_readable_by_ids<C: ConnectionTrait>(
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
-    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
-    values.extend(ids.iter().map(|&i| i.into()));
     let rows: Vec<moment::Model> = db::fetch_all(
         db,
-        &format!(
-            "SELECT m.* FROM moments m WHERE m.id IN ({}) AND {}",
-            placeholders(3, ids.len()),
-            readable_sql("m", 1, 2)
-        ),
-        values,
+        Sql::new("SELECT m.* FROM moments m WHERE m.id IN (")
+            .list(ids.iter().copied())
+            .push(") AND ")
+            .append(readable("m", now, viewer.unwrap_or(0))),
     )
     .await?;
     Ok(rows.into_iter().map(|m| (m.id, m)).collect())
@@ -244,30 +224,24 @@ pub async fn page<C: ConnectionTrait>(
     if list == MomentList::Feed(Scope::Friends) && viewer.is_none() {
         return Err(AppError::sign_in_required());
     }
-    let mut sql = format!(
-        "SELECT m.* FROM moments m WHERE {}",
-        readable_sql("m", 1, 2)
-    );
-    let mut values = vec![now.into(), viewer.unwrap_or(0).into()];
-    match list {
+    let viewer = viewer.unwrap_or(0);
+    let sql = Sql::new("SELECT m.* FROM moments m WHERE ").append(readable("m", now, viewer));
+    let sql = match list {
         MomentList::Feed(scope) => {
-            sql.push_str(&format!(" AND {}", scope_sql(scope, "m.author_id", 2)));
+            sql.push(" AND ")
+                .append(visibility::scope(scope, "m.author_id", viewer))
         }
         MomentList::Author { author, journaled } => {
-            sql.push_str(" AND m.author_id = $3");
-            values.push(author.into());
-            if let Some(j) = journaled {
-                sql.push_str(" AND m.is_journaled = $4");
-                values.push(j.into());
+            let sql = sql.push(" AND m.author_id = ").bind(author);
+            match journaled {
+                Some(j) => sql.push(" AND m.is_journaled = ").bind(j),
+                None => sql,
             }
         }
-        MomentList::Location(location) => {
-            sql.push_str(" AND m.location_id = $3");
-            values.push(location.into());
-        }
-    }
-    q.push_sql(&mut sql, &mut values, "m.created_at", "m.id");
-    let rows: Vec<moment::Model> = db::fetch_all(db, &sql, values).await?;
+        MomentList::Location(location) => sql.push(" AND m.location_id = ").bind(location),
+    };
+    let sql = sql.append(q.bounds("m.created_at", "m.id"));
+    let rows: Vec<moment::Model> = db::fetch_all(db, sql).await?;
     Ok(q.page(rows, |m| Key {
         ts: m.created_at,
         id: m.id,
@@ -277,17 +251,19 @@ pub async fn page<C: ConnectionTrait>(
 /// Soft-deletes the viewer's live moment at once. `NOT_FOUND` if the viewer
 /// cannot see a live moment with this id, `FORBIDDEN` if it is someone
 /// else's that they can see.
-pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
-    let now = app.clock.now();
-    let txn = db::begin(&app.db).await?;
+pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) -> AppResult<i64> {
+    let txn = db::begin(db).await?;
     let deleted: Vec<Placed> = db::fetch_all(
         &txn,
-        &format!(
-            "UPDATE moments SET deleted_at = $1 WHERE id = $2 AND author_id = $3 AND {} \
-             RETURNING location_id, visibility",
-            live_moment_sql("moments", 1)
-        ),
-        vec![now.into(), id.into(), viewer.into()],
+        Sql::new("UPDATE moments SET deleted_at = ")
+            .bind(now)
+            .push(" WHERE id = ")
+            .bind(id)
+            .push(" AND author_id = ")
+            .bind(viewer)
+            .push(" AND ")
+            .append(live_moment("moments", now))
+            .push(" RETURNING location_id, visibility"),
     )
     .await?;
     if !deleted.is_empty() {
@@ -296,7 +272,7 @@ pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
         return Ok(id);
     }
     drop(txn);
-    Err(match find_readable(&app.db, Some(viewer), id, now).await? {
+    Err(match find_readable(db, Some(viewer), id, now).await? {
         Some(_) => AppError::forbidden("only the author may delete a moment"),
         None => AppError::not_found("moment not found"),
     })
@@ -306,16 +282,26 @@ pub async fn delete(app: &AppState, viewer: i64, id: i64) -> AppResult<i64> {
 /// returned as it is; one deleted more than the grace ago, or someone
 /// else's, is `NOT_FOUND`; one that expired meanwhile cannot come back
 /// (`BAD_USER_INPUT`).
-pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::Model> {
-    let now = app.clock.now();
-    let cutoff = now - duration_millis(app.config.moment_grace);
-    let txn = db::begin(&app.db).await?;
+pub async fn restore(
+    db: &DatabaseConnection,
+    viewer: i64,
+    id: i64,
+    now: Millis,
+    grace: Duration,
+) -> AppResult<moment::Model> {
+    let cutoff = now - duration_millis(grace);
+    let txn = db::begin(db).await?;
     let restored: Vec<moment::Model> = db::fetch_all(
         &txn,
-        "UPDATE moments SET deleted_at = NULL \
-         WHERE id = $1 AND author_id = $2 AND deleted_at IS NOT NULL AND deleted_at > $3 \
-           AND (expires_at IS NULL OR expires_at > $4) RETURNING *",
-        vec![id.into(), viewer.into(), cutoff.into(), now.into()],
+        Sql::new("UPDATE moments SET deleted_at = NULL WHERE id = ")
+            .bind(id)
+            .push(" AND author_id = ")
+            .bind(viewer)
+            .push(" AND deleted_at IS NOT NULL AND deleted_at > ")
+            .bind(cutoff)
+            .push(" AND (expires_at IS NULL OR expires_at > ")
+            .bind(now)
+            .push(") RETURNING *"),
     )
     .await?;
     if let Some(m) = restored.into_iter().next() {
@@ -329,9 +315,11 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
     }
     drop(txn);
     let own: Option<moment::Model> = db::fetch_one(
-        &app.db,
-        "SELECT * FROM moments WHERE id = $1 AND author_id = $2",
-        vec![id.into(), viewer.into()],
+        db,
+        Sql::new("SELECT * FROM moments WHERE id = ")
+            .bind(id)
+            .push(" AND author_id = ")
+            .bind(viewer),
     )
     .await?;
     let not_found = || AppError::not_found("moment not found");
@@ -348,12 +336,15 @@ pub async fn restore(app: &AppState, viewer: i64, id: i64) -> AppResult<moment::
 }
 
 /// The condition that a moment is in the batch a job claims: those matching
-/// `filter` (alias `p`, `$1`), smallest `order_col` first, `$2` of them.
-fn claimed(backend: sea_orm::DbBackend, filter: &str, order_col: &str) -> String {
-    db::claimed(
-        backend,
-        &db::claim_batch_sql(backend, "moments", filter, order_col, 2),
-    )
+/// `filter` (alias `p`), smallest `order_col` first, `batch` of them.
+fn claimed(dialect: Dialect, filter: Sql, order_col: &str, batch: u32) -> Sql {
+    dialect.in_claimed(db::claim_batch(
+        dialect,
+        "moments",
+        filter,
+        order_col,
+        i64::from(batch),
+    ))
 }
 
 /// Soft-deletes ephemeral moments expired at `now`, `batch` per transaction,
@@ -361,15 +352,19 @@ fn claimed(backend: sea_orm::DbBackend, filter: &str, order_col: &str) -> String
 pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResult<BatchReport> {
     super::drain_batches(|| async move {
         let txn = db::begin(db).await?;
-        let backend = txn.get_database_backend();
-        let claim = claimed(backend, &expired_moment_sql("p", 1), "expires_at");
+        let claim = claimed(
+            Dialect::of(&txn),
+            expired_moment("p", now),
+            "expires_at",
+            batch,
+        );
         let expired: Vec<Placed> = db::fetch_all(
             &txn,
-            &format!(
-                "UPDATE moments SET deleted_at = $1 WHERE id {claim} \
-                 RETURNING location_id, visibility"
-            ),
-            vec![now.into(), i64::from(batch).into()],
+            Sql::new("UPDATE moments SET deleted_at = ")
+                .bind(now)
+                .push(" WHERE id ")
+                .append(claim)
+                .push(" RETURNING location_id, visibility"),
         )
         .await?;
         location::count_public(&txn, &expired, -1).await?;
@@ -390,18 +385,23 @@ struct MediaRow {
 pub async fn purge(
     db: &DatabaseConnection,
     now: Millis,
-    grace: std::time::Duration,
+    grace: Duration,
     batch: u32,
 ) -> AppResult<BatchReport> {
     let cutoff = now - duration_millis(grace);
     super::drain_batches(|| async move {
         let txn = db::begin(db).await?;
-        let backend = txn.get_database_backend();
-        let claim = claimed(backend, &purgeable_moment_sql("p", 1), "deleted_at");
+        let claim = claimed(
+            Dialect::of(&txn),
+            purgeable_moment("p", cutoff),
+            "deleted_at",
+            batch,
+        );
         let rows: Vec<MediaRow> = db::fetch_all(
             &txn,
-            &format!("DELETE FROM moments WHERE id {claim} RETURNING media_id"),
-            vec![cutoff.into(), i64::from(batch).into()],
+            Sql::new("DELETE FROM moments WHERE id ")
+                .append(claim)
+                .push(" RETURNING media_id"),
         )
         .await?;
         let media: Vec<i64> = rows.iter().map(|r| r.media_id).collect();

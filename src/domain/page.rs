@@ -1,49 +1,10 @@
 //! Keyset pagination for every connection: arguments checked as the contract
-//! says, opaque signed cursors over `(timestamp, id)`, newest first, and the
-//! SQL that fetches one page plus one row to know whether there is more.
+//! says (cursors are `crate::cursor`'s), newest first, and the SQL that
+//! fetches one page plus one row to know whether there is more.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use sea_orm::Value;
-
+pub use crate::cursor::{CursorKind, Cursors, Key, List};
+use crate::db::Sql;
 use crate::error::{AppError, AppResult};
-use crate::signing::Signer;
-
-/// A position in a list sorted by `(ts, id)` descending.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Key {
-    pub ts: i64,
-    pub id: i64,
-}
-
-/// Which list a cursor belongs to; a cursor of one list is refused by another.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-pub enum CursorKind {
-    Status = 1,
-    Tray = 2,
-    Friend = 3,
-    FriendRequest = 4,
-    StatusViewer = 5,
-    MomentFeed = 6,
-    UserMoments = 7,
-    LocationMoments = 8,
-    MomentLiker = 9,
-}
-
-/// One list a cursor belongs to: its kind and whose it is (the author of a
-/// per-author page, the status of a viewer list, the viewer of a tray...;
-/// 0 for a list that is the same for everyone). The owner is signed into
-/// the cursor's tag, not written in it: a cursor from one author's page is
-/// refused on another's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct List(pub CursorKind, pub i64);
-
-impl From<CursorKind> for List {
-    fn from(kind: CursorKind) -> Self {
-        List(kind, 0)
-    }
-}
 
 /// Connection arguments as the client sent them.
 #[derive(Clone, Debug, Default)]
@@ -90,66 +51,12 @@ impl<T> Page<T> {
     }
 }
 
-const MAC_LEN: usize = 8;
-const RAW_LEN: usize = 1 + 8 + 8;
-
-/// Signs and checks cursors, so a cursor the server did not issue is refused.
-#[derive(Clone, Debug)]
-pub struct Cursors {
-    signer: Signer,
-}
-
-impl Cursors {
-    pub fn new(secret: &[u8]) -> Self {
-        Self {
-            signer: Signer::new("cursor v1", secret),
-        }
-    }
-
-    /// What a cursor's tag signs: its body and the list's owner.
-    fn signed(body: &[u8], owner: i64) -> Vec<u8> {
-        let mut signed = body.to_vec();
-        signed.extend_from_slice(&owner.to_be_bytes());
-        signed
-    }
-
-    pub fn encode(&self, list: impl Into<List>, key: Key) -> String {
-        let List(kind, owner) = list.into();
-        let mut raw = Vec::with_capacity(RAW_LEN + MAC_LEN);
-        raw.push(kind as u8);
-        raw.extend_from_slice(&key.ts.to_be_bytes());
-        raw.extend_from_slice(&key.id.to_be_bytes());
-        let tag = self.signer.tag(&Self::signed(&raw, owner), MAC_LEN);
-        raw.extend_from_slice(&tag);
-        URL_SAFE_NO_PAD.encode(raw)
-    }
-
-    pub fn decode(&self, list: impl Into<List>, cursor: &str) -> AppResult<Key> {
-        let List(kind, owner) = list.into();
-        let invalid = || AppError::bad_input("invalid cursor: it was not issued for this list");
-        let raw = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
-        if raw.len() != RAW_LEN + MAC_LEN || raw[0] != kind as u8 {
-            return Err(invalid());
-        }
-        let (body, tag) = raw.split_at(RAW_LEN);
-        if !self.signer.verify(&Self::signed(body, owner), tag) {
-            return Err(invalid());
-        }
-        let mut ts = [0u8; 8];
-        let mut id = [0u8; 8];
-        ts.copy_from_slice(&body[1..9]);
-        id.copy_from_slice(&body[9..17]);
-        Ok(Key {
-            ts: i64::from_be_bytes(ts),
-            id: i64::from_be_bytes(id),
-        })
-    }
-
+impl PageQuery {
     /// Checks connection arguments: no negative sizes, not both `first` and
     /// `last`, cursors of this list only; sizes are clamped to `max`, and with
     /// neither size given the page is `default` long, forward.
-    pub fn query(
-        &self,
+    pub fn from_args(
+        cursors: &Cursors,
         list: impl Into<List>,
         args: &PageArgs,
         default: u32,
@@ -164,7 +71,7 @@ impl Cursors {
             }
         }
         let list = list.into();
-        let decode = |c: &Option<String>| c.as_deref().map(|c| self.decode(list, c)).transpose();
+        let decode = |c: &Option<String>| c.as_deref().map(|c| cursors.decode(list, c)).transpose();
         let after = decode(&args.after)?;
         let before = decode(&args.before)?;
         let (size, backward) = match (args.first, args.last) {
@@ -179,28 +86,24 @@ impl Cursors {
             before,
         })
     }
-}
 
-impl PageQuery {
-    /// Appends the keyset bounds, order and limit to `sql` (whose `WHERE` is
-    /// open), numbering parameters after those already in `values`.
-    pub fn push_sql(&self, sql: &mut String, values: &mut Vec<Value>, ts_col: &str, id_col: &str) {
+    /// The keyset bounds, order and limit that follow a statement whose
+    /// `WHERE` is open: ` AND (ts, id) < (..) ... ORDER BY ... LIMIT n`.
+    pub fn bounds(&self, ts_col: &str, id_col: &str) -> Sql {
+        let mut sql = Sql::default();
         for (bound, op) in [(self.after, "<"), (self.before, ">")] {
             if let Some(k) = bound {
-                let n = values.len() + 1;
-                sql.push_str(&format!(
-                    " AND ({ts_col}, {id_col}) {op} (${n}, ${})",
-                    n + 1
-                ));
-                values.push(k.ts.into());
-                values.push(k.id.into());
+                sql = sql
+                    .push(&format!(" AND ({ts_col}, {id_col}) {op} ("))
+                    .list([k.ts, k.id])
+                    .push(")");
             }
         }
         let dir = if self.backward { "ASC" } else { "DESC" };
-        sql.push_str(&format!(
+        sql.push(&format!(
             " ORDER BY {ts_col} {dir}, {id_col} {dir} LIMIT {}",
             self.limit + 1
-        ));
+        ))
     }
 
     /// Turns the fetched rows (at most `limit + 1`, in query order) into a
@@ -256,7 +159,7 @@ mod tests {
     #[test]
     fn arguments_are_checked_and_clamped() {
         let c = cursors();
-        let q = |args: PageArgs| c.query(CursorKind::Status, &args, 10, 50);
+        let q = |args: PageArgs| PageQuery::from_args(&c, CursorKind::Status, &args, 10, 50);
         assert_eq!(q(PageArgs::default()).unwrap().limit, 10);
         assert_eq!(
             q(PageArgs {

@@ -2,13 +2,15 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ActiveModelTrait, ConnectionTrait, FromQueryResult, Set};
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
 use super::page::{Key, Page, PageQuery};
-use crate::app::AppState;
-use crate::db::{self, is_unique_violation};
+use crate::clock::Millis;
+use crate::db::{self, Dialect, Sql, is_unique_violation};
 use crate::entity::user;
 use crate::error::{AppError, AppResult};
+use crate::ids::IdGenerator;
+use crate::state::Accounts;
 use crate::throttle::ClientAddr;
 
 /// What anyone may read about a user.
@@ -91,37 +93,40 @@ pub struct Session {
 /// Creates an account. A taken username (whatever its case) is `BAD_USER_INPUT`.
 /// Counts as a password attempt from `client`.
 pub async fn sign_up(
-    app: &AppState,
+    db: &DatabaseConnection,
+    accounts: &Accounts,
+    ids: &IdGenerator,
     input: SignUp,
     client: Option<ClientAddr>,
+    now: Millis,
 ) -> AppResult<Session> {
     validate_username(&input.username)?;
     validate_password(&input.password)?;
     let display_name = normalize_display_name(input.display_name)?;
-    app.attempts.attempt(client, None)?;
+    accounts.attempts.attempt(client, None)?;
     let key = input.username.to_ascii_lowercase();
-    if find_by_username(&app.db, &key).await?.is_some() {
+    if find_by_username(db, &key).await?.is_some() {
         return Err(taken());
     }
-    let password_hash = app.passwords.hash(input.password).await?;
-    let now = app.clock.now();
-    let model = user::ActiveModel {
-        id: Set(app.ids.next_id()),
-        username: Set(input.username),
-        username_key: Set(key),
-        display_name: Set(display_name),
-        password_hash: Set(password_hash),
-        created_at: Set(now),
+    let password_hash = accounts.passwords.hash(input.password).await?;
+    let user = user::Model {
+        id: ids.next_id(),
+        username: input.username,
+        username_key: key,
+        display_name,
+        password_hash,
+        created_at: now,
     };
-    let user = model.insert(&app.db).await.map_err(|e| {
+    db::insert::row(db, user.clone()).await.map_err(|e| {
         if is_unique_violation(&e) {
             taken()
         } else {
             AppError::from(e)
         }
     })?;
-    let session = super::session::start(&app.db, user.id, now, app.tokens.ttl_ms()).await?;
-    let token = app.tokens.issue(user.id, session, now)?;
+    let tokens = &accounts.tokens;
+    let session = super::session::start(db, user.id, now, tokens.ttl_ms()).await?;
+    let token = tokens.issue(user.id, session, now)?;
     Ok(Session {
         token,
         user: profile(user),
@@ -135,34 +140,35 @@ fn taken() -> AppError {
 /// Signs in. A wrong password and an unknown user give the same error.
 /// Attempts are limited per client address and per account name.
 pub async fn sign_in(
-    app: &AppState,
+    db: &DatabaseConnection,
+    accounts: &Accounts,
     username: &str,
     password: String,
     client: Option<ClientAddr>,
+    now: Millis,
 ) -> AppResult<Session> {
     let key = username.trim().to_ascii_lowercase();
     let key = key.chars().take(64).collect::<String>();
-    app.attempts.attempt(client, Some(&key))?;
+    accounts.attempts.attempt(client, Some(&key))?;
     let found = if password.chars().count() > MAX_PASSWORD || !super::may_match_stored(&key) {
         None
     } else {
         db::fetch_one::<user::Model, _>(
-            &app.db,
-            "SELECT * FROM users WHERE username_key = $1",
-            vec![key.into()],
+            db,
+            Sql::new("SELECT * FROM users WHERE username_key = ").bind(key),
         )
         .await?
     };
-    let ok = app
+    let ok = accounts
         .passwords
         .verify(password, found.as_ref().map(|u| u.password_hash.clone()))
         .await?;
     match found {
         Some(user) if ok => {
-            let now = app.clock.now();
-            let session = super::session::start(&app.db, user.id, now, app.tokens.ttl_ms()).await?;
+            let tokens = &accounts.tokens;
+            let session = super::session::start(db, user.id, now, tokens.ttl_ms()).await?;
             Ok(Session {
-                token: app.tokens.issue(user.id, session, now)?,
+                token: tokens.issue(user.id, session, now)?,
                 user: profile(user),
             })
         }
@@ -177,36 +183,33 @@ pub async fn sign_in(
 /// statuses, moments, likes, media, tray entry, seen rows and friendships go
 /// with it by cascade. Tokens of the account stop working.
 pub async fn delete_account(
-    app: &AppState,
+    db: &DatabaseConnection,
+    accounts: &Accounts,
     id: i64,
     password: String,
     client: Option<ClientAddr>,
+    now: Millis,
 ) -> AppResult<()> {
-    check_password(app, id, password, client).await?;
-    let now = app.clock.now();
-    let txn = db::begin(&app.db).await?;
-    if txn.get_database_backend() == sea_orm::DbBackend::Postgres {
-        // Lock the account first: an upload or like of this user that has not
-        // committed yet then waits, and fails, instead of being dropped by the
-        // cascade without its blob queued or its count corrected. (SQLite's
-        // single writer gives the same with the first write below.)
-        db::execute(
-            &txn,
-            "SELECT id FROM users WHERE id = $1 FOR UPDATE",
-            vec![id.into()],
-        )
-        .await?;
+    check_password(db, accounts, id, password, client).await?;
+    let txn = db::begin(db).await?;
+    // Lock the account first: an upload or like of this user that has not
+    // committed yet then waits, and fails, instead of being dropped by the
+    // cascade without its blob queued or its count corrected. (SQLite's
+    // single writer gives the same with the first write below.)
+    let account = Sql::new("SELECT id FROM users WHERE id = ").bind(id);
+    if let Some(lock) = Dialect::of(&txn).lock_first(account) {
+        db::execute(&txn, lock).await?;
     }
     super::media::queue_owner_blobs(&txn, id, now).await?;
     super::like::forget_user(&txn, id).await?;
     let places = super::location::forget_author(&txn, id).await?;
-    let deleted = db::execute(&txn, "DELETE FROM users WHERE id = $1", vec![id.into()]).await?;
+    let deleted = db::execute(&txn, Sql::new("DELETE FROM users WHERE id = ").bind(id)).await?;
     if deleted == 0 {
         return Err(gone());
     }
     super::location::drop_unused(&txn, &places).await?;
     txn.commit().await?;
-    app.events.end(crate::events::Ended::User(id));
+    accounts.events.end(crate::events::Ended::User(id));
     Ok(())
 }
 
@@ -214,23 +217,22 @@ pub async fn delete_account(
 /// a gone account if it was deleted. A password attempt on the account,
 /// counted as such.
 async fn check_password(
-    app: &AppState,
+    db: &DatabaseConnection,
+    accounts: &Accounts,
     id: i64,
     password: String,
     client: Option<ClientAddr>,
 ) -> AppResult<user::Model> {
-    let found: Option<user::Model> = db::fetch_one(
-        &app.db,
-        "SELECT * FROM users WHERE id = $1",
-        vec![id.into()],
-    )
-    .await?;
+    let found: Option<user::Model> =
+        db::fetch_one(db, Sql::new("SELECT * FROM users WHERE id = ").bind(id)).await?;
     let Some(found) = found else {
         return Err(gone());
     };
-    app.attempts.attempt(client, Some(&found.username_key))?;
+    accounts
+        .attempts
+        .attempt(client, Some(&found.username_key))?;
     let ok = password.chars().count() <= MAX_PASSWORD
-        && app
+        && accounts
             .passwords
             .verify(password, Some(found.password_hash.clone()))
             .await?;
@@ -245,31 +247,42 @@ async fn check_password(
 /// tokens stop working, its websockets close) and a new one is started for
 /// the caller.
 pub async fn change_password(
-    app: &AppState,
+    db: &DatabaseConnection,
+    accounts: &Accounts,
     id: i64,
-    current: String,
-    new: String,
+    passwords: PasswordChange,
     client: Option<ClientAddr>,
+    now: Millis,
 ) -> AppResult<Session> {
+    let PasswordChange { current, new } = passwords;
     validate_password(&new)?;
-    let found = check_password(app, id, current, client).await?;
-    let hash = app.passwords.hash(new).await?;
-    let now = app.clock.now();
-    let txn = db::begin(&app.db).await?;
+    let found = check_password(db, accounts, id, current, client).await?;
+    let hash = accounts.passwords.hash(new).await?;
+    let txn = db::begin(db).await?;
     db::execute(
         &txn,
-        "UPDATE users SET password_hash = $1 WHERE id = $2",
-        vec![hash.into(), id.into()],
+        Sql::new("UPDATE users SET password_hash = ")
+            .bind(hash)
+            .push(" WHERE id = ")
+            .bind(id),
     )
     .await?;
+    let tokens = &accounts.tokens;
     let ended = super::session::end_all(&txn, id).await?;
-    let session = super::session::start(&txn, id, now, app.tokens.ttl_ms()).await?;
+    let session = super::session::start(&txn, id, now, tokens.ttl_ms()).await?;
     txn.commit().await?;
-    super::session::forget_all(app, id, &ended);
+    super::session::forget_all(accounts, id, &ended);
     Ok(Session {
-        token: app.tokens.issue(id, session, now)?,
+        token: tokens.issue(id, session, now)?,
         user: profile(found),
     })
+}
+
+/// Input of [`change_password`].
+#[derive(Debug)]
+pub struct PasswordChange {
+    pub current: String,
+    pub new: String,
 }
 
 /// The error for a valid token whose account was deleted.
@@ -296,8 +309,10 @@ pub async fn find_by_username<C: ConnectionTrait>(
     }
     db::fetch_one(
         db,
-        &format!("SELECT {PROFILE_COLUMNS} FROM users u WHERE u.username_key = $1"),
-        vec![username.to_ascii_lowercase().into()],
+        Sql::new(&format!(
+            "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.username_key = "
+        ))
+        .bind(username.to_ascii_lowercase()),
     )
     .await
 }
@@ -312,11 +327,11 @@ pub async fn find_by_ids<C: ConnectionTrait>(
     }
     let rows: Vec<Profile> = db::fetch_all(
         db,
-        &format!(
-            "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.id IN ({})",
-            db::placeholders(1, ids.len())
-        ),
-        ids.iter().map(|&i| i.into()).collect(),
+        Sql::new(&format!(
+            "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.id IN ("
+        ))
+        .list(ids.iter().copied())
+        .push(")"),
     )
     .await?;
     Ok(rows.into_iter().map(|p| (p.id, p)).collect())

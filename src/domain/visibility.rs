@@ -9,33 +9,36 @@
 //! An anonymous viewer is passed as user id 0, which no account has.
 
 use super::Scope;
+use crate::db::Sql;
 
-/// SQL for the ids of `$user_param`'s accepted friends (a subquery body).
-pub fn friend_ids_sql(user_param: usize) -> String {
-    format!(
-        "SELECT high_id FROM friendships WHERE low_id = ${user_param} AND accepted_at IS NOT NULL \
-         UNION ALL \
-         SELECT low_id FROM friendships WHERE high_id = ${user_param} AND accepted_at IS NOT NULL"
-    )
+/// SQL for the ids of `user`'s accepted friends (a subquery body).
+pub fn friend_ids(user: i64) -> Sql {
+    Sql::new("SELECT high_id FROM friendships WHERE low_id = ")
+        .bind(user)
+        .push(" AND accepted_at IS NOT NULL UNION ALL SELECT low_id FROM friendships WHERE high_id = ")
+        .bind(user)
+        .push(" AND accepted_at IS NOT NULL")
 }
 
-/// SQL that keeps the moments of alias `m` that viewer `$viewer_param` may
-/// see (liveness aside: see [`super::moment::readable_sql`]).
-pub fn visible_moment_sql(m: &str, viewer_param: usize) -> String {
-    format!(
-        "({m}.visibility = 'PUBLIC' OR {m}.author_id = ${viewer_param} OR {m}.author_id IN ({}))",
-        friend_ids_sql(viewer_param)
-    )
+/// SQL that keeps the moments of alias `m` that `viewer` may see (liveness
+/// aside: see [`super::moment::readable`]).
+pub fn visible_moment(m: &str, viewer: i64) -> Sql {
+    Sql::new(&format!("({m}.visibility = 'PUBLIC' OR {m}.author_id = "))
+        .bind(viewer)
+        .push(&format!(" OR {m}.author_id IN ("))
+        .append(friend_ids(viewer))
+        .push("))")
 }
 
 /// SQL that keeps rows whose author column `author_col` the scope admits for
-/// viewer `$viewer_param` (`TRUE` for everyone).
-pub fn scope_sql(scope: Scope, author_col: &str, viewer_param: usize) -> String {
+/// `viewer` (`1 = 1` for everyone).
+pub fn scope(scope: Scope, author_col: &str, viewer: i64) -> Sql {
     match scope {
-        Scope::Everyone => "1 = 1".to_owned(),
-        Scope::Friends => format!(
-            "({author_col} = ${viewer_param} OR {author_col} IN ({}))",
-            friend_ids_sql(viewer_param)
-        ),
+        Scope::Everyone => Sql::new("1 = 1"),
+        Scope::Friends => Sql::new(&format!("({author_col} = "))
+            .bind(viewer)
+            .push(&format!(" OR {author_col} IN ("))
+            .append(friend_ids(viewer))
+            .push("))"),
     }
 }

@@ -15,6 +15,9 @@ pub struct Model {
     /// The 0.1-degree grid cell of the coordinates (see `domain::map`).
     pub map_cell: i64,
     pub created_at: i64,
+    /// Not-deleted PUBLIC moments here, kept by every write in the same
+    /// transaction (see `domain::location::visible_counts`).
+    pub public_moments: i64,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -4,5 +4,7 @@
 pub mod location;
 pub mod media;
 pub mod moment;
+pub mod moment_like;
+pub mod session;
 pub mod status;
 pub mod user;

@@ -24,7 +24,6 @@ use std::sync::Arc;
 
 use super::{loaders, viewer};
 
-use crate::app::AppState;
 use crate::clock::Clock;
 use crate::db::RequestDb;
 use crate::domain::friend::{self, FriendshipState};
@@ -33,6 +32,7 @@ use crate::domain::user::{self, Profile};
 use crate::domain::{like, location};
 use crate::entity::{self, media};
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 type Cached<T> = DataLoader<T, HashMapCache>;
 

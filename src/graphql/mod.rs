@@ -3,7 +3,7 @@
 //! HTTP; `http.rs` feeds it requests with the viewer attached.
 
 pub mod document;
-pub mod limits;
+pub mod executor;
 pub mod loaders;
 pub mod mutation;
 pub mod query;
@@ -12,41 +12,59 @@ pub mod types;
 
 use async_graphql::{Context, Schema};
 
-use crate::app::AppState;
 use crate::auth::Viewer;
 use crate::error::AppError;
+use crate::state::AppState;
 
 /// The schema type.
 pub type AppSchema =
     Schema<query::QueryRoot, mutation::MutationRoot, subscription::SubscriptionRoot>;
 
 /// Builds the schema over `state`, with the complexity limit (depth and
-/// aliases are counted by the guard, see [`guarded`]).
+/// aliases are counted by the guard, see [`executor`]).
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
-    types::price_pages_up_to(config.max_page_size);
+    types::price_pages_up_to(config.graphql.max_page_size);
     builder()
         .data(loaders::Loaders::shared(&state))
         .data(state)
-        .limit_complexity(config.max_query_complexity)
+        .limit_complexity(config.graphql.max_complexity)
         .finish()
 }
 
 /// The schema behind the guard, as HTTP and websockets run it.
-pub fn guarded(schema: AppSchema, config: &crate::config::Config) -> limits::Guarded {
-    limits::Guarded::new(
+pub fn executor(schema: AppSchema, config: &crate::config::Config) -> executor::GuardedExecutor {
+    executor::GuardedExecutor::new(
         schema,
-        limits::Limits {
+        executor::Limits {
             document: document::Limits {
-                max_tokens: config.max_query_tokens,
-                max_nesting: config.max_query_nesting,
+                max_tokens: config.graphql.max_tokens,
+                max_nesting: config.graphql.max_nesting,
             },
-            max_fields: config.max_query_fields,
-            max_depth: config.max_query_depth,
-            max_complexity: config.max_query_complexity,
-            max_aliases: config.max_aliases,
+            max_fields: config.graphql.max_fields,
+            max_depth: config.graphql.max_depth,
+            max_complexity: config.graphql.max_complexity,
+            max_aliases: config.graphql.max_aliases,
         },
     )
+}
+
+/// An [`AppError`] as a GraphQL error: its message and `extensions.code`
+/// (and `retryAfter`). This is where a resolver's error becomes a response,
+/// so an internal one is logged here with its cause, once.
+impl From<AppError> for async_graphql::Error {
+    fn from(err: AppError) -> Self {
+        use async_graphql::ErrorExtensions;
+        err.log();
+        let code = err.code().as_str();
+        let retry_after = err.retry_after();
+        async_graphql::Error::new(err.message()).extend_with(|_, ext| {
+            ext.set("code", code);
+            if let Some(secs) = retry_after {
+                ext.set("retryAfter", secs);
+            }
+        })
+    }
 }
 
 /// The schema in SDL, as `schema.graphql` keeps it.

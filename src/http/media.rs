@@ -24,7 +24,7 @@ pub(super) struct Signed {
 }
 
 fn local(state: &HttpState) -> Option<&LocalStore> {
-    match &state.app.media {
+    match &state.app.media.store {
         MediaStore::Local(store) => Some(store),
         MediaStore::S3(_) => None,
     }

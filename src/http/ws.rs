@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::auth::{Bearer, Viewer};
 use crate::error::AppError;
 use crate::events::Ended;
-use crate::graphql::limits::Guarded;
+use crate::graphql::executor::GuardedExecutor;
 use crate::throttle::{ClientAddr, PasswordBudget};
 
 /// Messages a client may send before `connection_init` (pings, mostly).
@@ -114,7 +114,7 @@ fn client_message(message: &Message) -> Option<serde_json::Result<ClientMessage>
 pub async fn serve(
     socket: WebSocket,
     protocol: Protocols,
-    executor: Guarded,
+    executor: GuardedExecutor,
     limits: WsLimits,
     mut session: Session,
 ) {

@@ -4,10 +4,10 @@
 //! cannot be deleted stays queued and is retried with exponential backoff;
 //! none is ever dropped. "Not found" counts as deleted.
 
-use crate::app::AppState;
 use crate::clock::Millis;
 use crate::domain::media;
 use crate::error::AppResult;
+use crate::state::AppState;
 
 /// What one run did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -22,8 +22,8 @@ pub struct MediaGcReport {
 
 /// Sweeps, then drains whatever is due at `now`.
 pub async fn run_once(state: &AppState, now: Millis) -> AppResult<MediaGcReport> {
-    let swept = media::sweep_unattached(state, now).await?;
-    let drained = media::drain_deletions(state, now).await?;
+    let swept = media::sweep_unattached(&state.db, &state.media, now).await?;
+    let drained = media::drain_deletions(&state.db, &state.media, now).await?;
     Ok(MediaGcReport {
         swept,
         deleted: drained.deleted,

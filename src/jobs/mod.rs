@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio_cron_scheduler::{Job, JobScheduler};
 
-use crate::app::AppState;
 use crate::config::JobName;
 use crate::error::{AppError, AppResult};
+use crate::state::AppState;
 
 /// Runs one job once, now, and describes what it did.
 pub async fn run_by_name(state: &AppState, name: JobName) -> AppResult<String> {
@@ -88,18 +88,18 @@ impl Scheduler {
             (
                 JobName::StatusPurge,
                 "status-purge",
-                c.status_purge_cron.clone(),
+                c.statuses.purge_cron.clone(),
             ),
-            (JobName::MediaGc, "media-gc", c.media_gc_cron.clone()),
+            (JobName::MediaGc, "media-gc", c.media.gc_cron.clone()),
             (
                 JobName::MomentExpiry,
                 "moment-expiry",
-                c.moment_expiry_cron.clone(),
+                c.moments.expiry_cron.clone(),
             ),
             (
                 JobName::MomentPurge,
                 "moment-purge",
-                c.moment_purge_cron.clone(),
+                c.moments.moment_purge_cron.clone(),
             ),
         ];
         for (job, label, cron) in jobs {
@@ -150,7 +150,12 @@ where
                 return;
             }
             if let Err(e) = run(state).await {
-                tracing::error!(job = name, error = ?e, "job run failed; retrying at the next tick");
+                e.log();
+                tracing::error!(
+                    job = name,
+                    error = e.message(),
+                    "job run failed; retrying at the next tick"
+                );
             }
             running.store(false, Ordering::SeqCst);
         })

@@ -3,12 +3,12 @@
 //! one run. Journaled moments are never touched. Reads do not wait for it:
 //! they filter liveness themselves.
 
-use crate::app::AppState;
 use crate::clock::Millis;
 use crate::domain::{BatchReport, moment};
 use crate::error::AppResult;
+use crate::state::AppState;
 
 /// Soft-deletes everything expired at `now`.
 pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
-    moment::expire(&state.db, now, state.config.moment_batch).await
+    moment::expire(&state.db, now, state.config.moments.batch).await
 }

@@ -3,18 +3,18 @@
 //! the deletion outbox), in batches of `EPHEMERA_MOMENT_BATCH`, draining the
 //! backlog in one run. Locations stay, even with no moment left.
 
-use crate::app::AppState;
 use crate::clock::Millis;
 use crate::domain::{BatchReport, moment};
 use crate::error::AppResult;
+use crate::state::AppState;
 
 /// Purges everything past the grace at `now`.
 pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
     moment::purge(
         &state.db,
         now,
-        state.config.moment_grace,
-        state.config.moment_batch,
+        state.config.moments.grace,
+        state.config.moments.batch,
     )
     .await
 }

@@ -3,11 +3,11 @@
 //! backlog in one run; on PostgreSQL `EPHEMERA_STATUS_PURGE_WORKERS` batches
 //! at a time (they claim with `SKIP LOCKED`, as runs on other instances do).
 
-use crate::app::AppState;
 use crate::clock::Millis;
 use crate::domain::BatchReport;
 use crate::domain::status;
 use crate::error::AppResult;
+use crate::state::AppState;
 
 /// Purges everything expired at `now`.
 pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
@@ -15,8 +15,8 @@ pub async fn run_once(state: &AppState, now: Millis) -> AppResult<BatchReport> {
     status::purge_expired(
         &state.db,
         now,
-        config.status_purge_batch,
-        config.status_purge_workers,
+        config.statuses.purge_batch,
+        config.statuses.purge_workers,
     )
     .await
 }

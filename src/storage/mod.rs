@@ -13,6 +13,7 @@
 pub mod local;
 pub mod s3;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -35,6 +36,37 @@ impl From<StoreFailure> for AppError {
 
 pub type StoreResult<T> = Result<T, StoreFailure>;
 
+/// Counters of the media paths, for `/metrics`.
+#[derive(Debug, Default)]
+pub struct MediaStats {
+    pub uploads: AtomicU64,
+    pub deleted: AtomicU64,
+    pub failed: AtomicU64,
+    pub waiting: AtomicU64,
+}
+
+impl MediaStats {
+    /// Media stored (uploads and checked direct uploads).
+    pub fn uploads(&self) -> u64 {
+        self.uploads.load(Ordering::Relaxed)
+    }
+
+    /// Blobs deleted by the media job.
+    pub fn deleted(&self) -> u64 {
+        self.deleted.load(Ordering::Relaxed)
+    }
+
+    /// Blob deletions that failed (each is retried).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Blobs queued for deletion after the media job's last run.
+    pub fn waiting(&self) -> u64 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+}
+
 /// Where and how a client uploads bytes directly.
 #[derive(Clone, Debug)]
 pub struct UploadTarget {
@@ -55,11 +87,11 @@ impl MediaStore {
     /// Opens the store the settings name. `secret` keys the local store's URL
     /// signatures.
     pub async fn open(config: &Config, secret: &[u8]) -> AppResult<Self> {
-        match config.media_store {
+        match config.media.store {
             MediaStoreKind::Local => Ok(Self::Local(
                 local::LocalStore::open(
                     config.effective_media_dir(),
-                    config.public_url.clone(),
+                    config.server.public_url.clone(),
                     secret,
                 )
                 .await?,

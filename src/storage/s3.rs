@@ -47,7 +47,8 @@ impl S3Store {
     /// A client for the configured bucket. Makes no request.
     pub async fn connect(config: &Config) -> AppResult<Self> {
         let bucket = config
-            .s3_bucket
+            .s3
+            .bucket
             .clone()
             .filter(|b| !b.is_empty())
             .ok_or_else(|| {
@@ -65,10 +66,10 @@ impl S3Store {
                     .build(),
             )
             .retry_config(RetryConfig::standard().with_max_attempts(3));
-        if let Some(region) = &config.s3_region {
+        if let Some(region) = &config.s3.region {
             loader = loader.region(Region::new(region.clone()));
         }
-        match (&config.s3_access_key_id, &config.s3_secret_access_key) {
+        match (&config.s3.access_key_id, &config.s3.secret_access_key) {
             (Some(id), Some(secret)) => {
                 loader = loader.credentials_provider(Credentials::new(
                     id.clone(),
@@ -87,7 +88,7 @@ impl S3Store {
         }
         let shared = loader.load().await;
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
-            .force_path_style(config.s3_path_style)
+            .force_path_style(config.s3.path_style)
             // Checksums only where S3 requires them: S3-compatible servers
             // differ in their support of the newer default ones.
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
@@ -95,7 +96,7 @@ impl S3Store {
         if shared.region().is_none() {
             builder = builder.region(Region::new("us-east-1"));
         }
-        if let Some(endpoint) = &config.s3_endpoint {
+        if let Some(endpoint) = &config.s3.endpoint {
             builder = builder.endpoint_url(endpoint.clone());
         }
         Ok(Self {

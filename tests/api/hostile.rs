@@ -264,8 +264,8 @@ both_backends!(one_password_check_per_request, nul_and_control_characters);
 
 async fn attempts_are_limited(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
-        c.auth_attempts_per_address = 4;
-        c.auth_attempts_per_account = 1_000;
+        c.auth.attempts_per_address = 4;
+        c.auth.attempts_per_account = 1_000;
     })
     .await;
     app.sign_up("quinn").await; // 1
@@ -328,9 +328,9 @@ async fn attempts_are_limited(backend: Backend) {
 
     // Behind one trusted proxy: limits per forwarded address, and per account.
     let app = TestApp::spawn_with(backend, |c| {
-        c.trusted_proxies = 1;
-        c.auth_attempts_per_address = 3;
-        c.auth_attempts_per_account = 5;
+        c.http.trusted_proxies = 1;
+        c.auth.attempts_per_address = 3;
+        c.auth.attempts_per_account = 5;
     })
     .await;
     let sign_in_from = |xff: String| {
@@ -373,8 +373,8 @@ async fn attempts_are_limited_postgres() {
 /// A flood of sign-ins waits for one hasher at a time and a short queue;
 /// the rest are refused at once, nothing fails, and the server answers.
 fn one_hasher_short_queue(c: &mut ephemera::config::Config) {
-    c.password_hashers = 1;
-    c.password_queue = 2;
+    c.auth.password_hashers = 1;
+    c.auth.password_queue = 2;
 }
 
 async fn a_sign_in_flood_is_bounded(app: &TestApp) {
@@ -396,7 +396,7 @@ async fn a_sign_in_flood_is_bounded(app: &TestApp) {
 /// A socket takes a bounded number of operations; within it, one event
 /// reaches every subscription on the socket.
 fn fifty_operations_a_socket(c: &mut ephemera::config::Config) {
-    c.ws_max_operations = 50;
+    c.ws.max_operations = 50;
 }
 
 async fn websocket_operations_are_capped_and_fan_out_reaches_all(app: &TestApp) {
@@ -460,7 +460,7 @@ async fn websocket_operations_are_capped_and_fan_out_reaches_all(app: &TestApp) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_init_cannot_be_bypassed() {
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.ws_init_timeout = Duration::from_millis(500);
+        c.ws.init_timeout = Duration::from_millis(500);
     })
     .await;
     // A protocol ping first, then silence: still closed for want of init.
@@ -512,7 +512,7 @@ async fn websocket_init_cannot_be_bypassed() {
 
 /// Websockets per address are capped; a deleted account's socket closes.
 fn three_websockets_an_address(c: &mut ephemera::config::Config) {
-    c.max_websockets_per_address = 3;
+    c.ws.max_sockets_per_address = 3;
 }
 
 async fn websockets_per_address_and_ended_sessions(app: &TestApp) {
@@ -561,8 +561,8 @@ async fn websockets_per_address_and_ended_sessions(app: &TestApp) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_bodies_and_connection_floods() {
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.http_body_timeout = Duration::from_millis(800);
-        c.max_connections_per_address = 20;
+        c.http.body_timeout = Duration::from_millis(800);
+        c.http.max_connections_per_address = 20;
     })
     .await;
     let addr = app.base.trim_start_matches("http://").to_owned();
@@ -873,8 +873,8 @@ async fn uploads_are_trimmed_and_rationed(app: &TestApp) {
 }
 
 fn small_upload_quotas(c: &mut ephemera::config::Config) {
-    c.upload_pending_max = 3;
-    c.upload_bytes_per_day = 1_000_000;
+    c.media.upload_pending_max = 3;
+    c.media.upload_bytes_per_day = 1_000_000;
 }
 
 crate::both_backends_with!(small_upload_quotas => uploads_are_trimmed_and_rationed);

@@ -75,7 +75,7 @@ async fn cors_only_for_configured_origins() {
     closed.finish().await;
 
     let open = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.cors_origins = vec!["https://app.example".into()]
+        c.server.cors_origins = vec!["https://app.example".into()]
     })
     .await;
     let resp = preflight(&open, "https://app.example").await.unwrap();
@@ -98,7 +98,7 @@ async fn slow_or_idle_connections_are_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpStream;
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.http_header_timeout = std::time::Duration::from_millis(300);
+        c.http.header_timeout = std::time::Duration::from_millis(300);
     })
     .await;
     let addr = app.base.trim_start_matches("http://").to_owned();
@@ -160,13 +160,10 @@ async fn slow_or_idle_connections_are_cut_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zero_header_timeout_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let config = ephemera::config::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        database_url: None,
-        http_header_timeout: std::time::Duration::ZERO,
-        ..Default::default()
-    };
+    let mut config = ephemera::config::Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.data_dir = dir.path().to_path_buf();
+    config.http.header_timeout = std::time::Duration::ZERO;
     let err = ephemera::app::App::build(config, ephemera::clock::Clock::system())
         .await
         .err()

@@ -2,7 +2,11 @@
 //! SQLite and on PostgreSQL.
 
 // Tests may unwrap: a failure is the test failing.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test or benchmark that cannot go on should stop at once"
+)]
 
 mod support;
 
@@ -10,6 +14,7 @@ mod auth;
 mod friends;
 mod hostile;
 mod http;
+mod layers;
 mod likes;
 mod limits;
 mod map;

@@ -300,10 +300,11 @@ async fn marker_limits_and_truncation(app: &TestApp) {
 /// planner's statistics gathered), both map queries walk the grid-cell
 /// indexes for a city-sized box instead of scanning the tables.
 async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
-    use sea_orm::{ConnectionTrait, DbBackend};
+    use ephemera::db::{Dialect, Sql};
+    use sea_orm::ConnectionTrait;
     let u = app.sign_up("planner").await;
     let db = &app.state.db;
-    let backend = db.get_database_backend();
+    let dialect = Dialect::of(db);
     let series = |n: u32| {
         format!("WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {n})")
     };
@@ -335,13 +336,9 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
     ] {
         db.execute_unprepared(&sql).await.expect("seed");
     }
-    let analyze = match backend {
-        DbBackend::Postgres => "ANALYZE moments; ANALYZE locations",
-        _ => "ANALYZE",
-    };
-    for stmt in analyze.split("; ") {
-        db.execute_unprepared(stmt).await.expect("analyze");
-    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
     let paris = ephemera::domain::geo::BoundingBox {
         south: 48.75,
         west: 2.2,
@@ -349,19 +346,13 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
         east: 2.5,
     };
     let standalone =
-        ephemera::domain::map::standalone_query(backend, None, &paris, 501, app.clock.now());
-    let located = ephemera::domain::map::locations_query(backend, &paris);
-    for ((sql, values), index) in [(standalone, "moments_map"), (located, "locations_map")] {
-        let (explain, column) = match backend {
-            DbBackend::Postgres => ("EXPLAIN", "QUERY PLAN"),
-            _ => ("EXPLAIN QUERY PLAN", "detail"),
-        };
+        ephemera::domain::map::standalone_query(dialect, None, &paris, 501, app.clock.now());
+    let located = ephemera::domain::map::locations_query(dialect, &paris);
+    for (sql, index) in [(standalone, "moments_map"), (located, "locations_map")] {
+        let (explain, column) = dialect.explain();
+        let explained = Sql::new(explain).push(" ").append(sql);
         let rows = db
-            .query_all_raw(ephemera::db::stmt(
-                backend,
-                &format!("{explain} {sql}"),
-                values,
-            ))
+            .query_all_raw(explained.build(dialect))
             .await
             .expect("explain");
         let plan: Vec<String> = rows
@@ -374,7 +365,7 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
             !plan.contains("Seq Scan on moments") && !plan.contains("SCAN m\n"),
             "{plan}"
         );
-        if index == "moments_map" && backend == DbBackend::Sqlite {
+        if index == "moments_map" && dialect == Dialect::Sqlite {
             // A city box merges its cells newest first and stops early.
             // (PostgreSQL chooses between `Merge Append` and sorting the
             // few rows by cost; on this little data it sorts.)

@@ -296,7 +296,7 @@ async fn the_limit_is_exact() {
     let len = png.len() as u64;
     for (limit, ok) in [(len, true), (len - 1, false)] {
         let app = TestApp::spawn_full(Backend::Sqlite, Store::Local, |c| {
-            c.max_upload_bytes = limit
+            c.media.max_upload_bytes = limit
         })
         .await;
         let u = app.sign_up("uploader").await;
@@ -404,7 +404,7 @@ async fn made_url(app: &TestApp, u: &crate::support::TestUser, id: &Value) -> St
 
 async fn direct_upload_rejections(app: &TestApp) {
     let u = app.sign_up("direct").await;
-    let max = app.state.config.max_upload_bytes as usize;
+    let max = app.state.config.media.max_upload_bytes as usize;
     for (input, code) in [
         (
             json!({ "contentType": "text/plain", "byteSize": 10 }),

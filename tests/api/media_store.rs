@@ -125,7 +125,7 @@ async fn s3_outage_loses_nothing_postgres() {
 /// put/get/size/delete/keys/url/upload target, the same on both stores.
 async fn store_contract(store: Store) {
     let app = TestApp::spawn_full(Backend::Sqlite, store, |_| {}).await;
-    let media = &app.state.media;
+    let media = &app.state.media.store;
     let key = ephemera::storage::new_key();
     assert_eq!(media.size(&key).await.unwrap(), None);
     assert!(media.get(&key).await.unwrap().is_none());
@@ -241,7 +241,7 @@ async fn queue_deletions(app: &TestApp, u: &crate::support::TestUser, n: usize) 
 /// blob is deleted once and the outbox ends empty.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_gc_runs_share_the_outbox() {
-    let app = TestApp::spawn_full(Backend::Postgres, Store::S3, |c| c.media_gc_batch = 4).await;
+    let app = TestApp::spawn_full(Backend::Postgres, Store::S3, |c| c.media.gc_batch = 4).await;
     let u = app.sign_up("poster").await;
     queue_deletions(&app, &u, 24).await;
     assert_eq!(app.store_keys().await.len(), 24);
@@ -259,8 +259,8 @@ async fn concurrent_gc_runs_share_the_outbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_runs_the_media_job() {
     let app = TestApp::spawn_full(Backend::Sqlite, Store::Local, |c| {
-        c.jobs = true;
-        c.media_gc_cron = "* * * * * *".into();
+        c.jobs.enabled = true;
+        c.media.gc_cron = "* * * * * *".into();
     })
     .await;
     let u = app.sign_up("poster").await;
@@ -282,7 +282,7 @@ async fn jobs_run_media_gc_command() {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ephemera"))
         .args(["jobs", "run", "media-gc"])
         .env("DATABASE_URL", &app.database_url)
-        .env("EPHEMERA_DATA_DIR", &app.state.config.data_dir)
+        .env("EPHEMERA_DATA_DIR", &app.state.config.server.data_dir)
         .env("EPHEMERA_JWT_SECRET", crate::support::JWT_SECRET)
         .env("EPHEMERA_LOG", "warn")
         .output()

@@ -157,7 +157,7 @@ async fn concurrent_runs_share_the_work(app: &TestApp) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn small_batches_drain_everything() {
     for backend in [Backend::Sqlite, Backend::Postgres] {
-        let app = TestApp::spawn_with(backend, |c| c.moment_batch = 7).await;
+        let app = TestApp::spawn_with(backend, |c| c.moments.batch = 7).await;
         let u = app.sign_up("backlog").await;
         app.seed_moments(&u, 50, Seed::default()).await;
         app.clock.advance(DAY * 2);
@@ -216,10 +216,10 @@ async fn skip_locked_leaves_claimed_moments_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_runs_the_moment_jobs() {
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.jobs = true;
-        c.moment_expiry_cron = "* * * * * *".into();
-        c.moment_purge_cron = "* * * * * *".into();
-        c.moment_grace = Duration::from_secs(3600);
+        c.jobs.enabled = true;
+        c.moments.expiry_cron = "* * * * * *".into();
+        c.moments.moment_purge_cron = "* * * * * *".into();
+        c.moments.grace = Duration::from_secs(3600);
     })
     .await;
     let u = app.sign_up("scheduled").await;

@@ -104,8 +104,8 @@ async fn purge_in_batches_of_7(
     users: usize,
 ) -> ephemera::domain::BatchReport {
     let app = TestApp::spawn_with(backend, |c| {
-        c.status_purge_batch = 7;
-        c.status_purge_workers = workers;
+        c.statuses.purge_batch = 7;
+        c.statuses.purge_workers = workers;
     })
     .await;
     seed(&app, users, 25).await;
@@ -168,8 +168,8 @@ async fn skip_locked_leaves_claimed_rows_to_their_owner() {
 async fn scheduler_runs_the_purge_and_survives_failures() {
     use sea_orm::ConnectionTrait;
     let app = TestApp::spawn_with(Backend::Sqlite, |c| {
-        c.jobs = true;
-        c.status_purge_cron = "* * * * * *".into();
+        c.jobs.enabled = true;
+        c.statuses.purge_cron = "* * * * * *".into();
     })
     .await;
     seed(&app, 1, 3).await;
@@ -204,13 +204,10 @@ async fn scheduler_runs_the_purge_and_survives_failures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_cron_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let config = ephemera::config::Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        data_dir: dir.path().to_path_buf(),
-        database_url: None,
-        status_purge_cron: "every minute".into(),
-        ..Default::default()
-    };
+    let mut config = ephemera::config::Config::default();
+    config.server.listen = "127.0.0.1:0".parse().unwrap();
+    config.server.data_dir = dir.path().to_path_buf();
+    config.statuses.purge_cron = "every minute".into();
     let err = ephemera::app::App::build(config, ephemera::clock::Clock::system())
         .await
         .err()

@@ -219,7 +219,7 @@ async fn bad_tokens_and_oversized_messages_are_refused(app: &TestApp) {
 /// is bounded: it skips what it could not take.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_subscribers_do_not_hold_up_others() {
-    let app = TestApp::spawn_with(Backend::Sqlite, |c| c.event_buffer = 4).await;
+    let app = TestApp::spawn_with(Backend::Sqlite, |c| c.ws.event_buffer = 4).await;
     let poster = app.sign_up("flood").await;
     let (mut stalled, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
     stalled.subscribe("s", SUB, json!({})).await;
@@ -260,7 +260,7 @@ async fn connection_init_must_come_in_time() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
     let app = crate::support::TestApp::spawn_with(crate::support::Backend::Sqlite, |c| {
-        c.ws_init_timeout = std::time::Duration::from_millis(300);
+        c.ws.init_timeout = std::time::Duration::from_millis(300);
     })
     .await;
     let mut request = app.ws_url.as_str().into_client_request().unwrap();

@@ -15,7 +15,9 @@ impl FriendMutation {
     async fn send_friend_request(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
         let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
-        Ok(friend::send_request(app(ctx)?, v, other).await?.into())
+        let app = app(ctx)?;
+        let state = friend::send_request(&app.db, v, other, app.clock.now()).await?;
+        Ok(state.into())
     }
 
     /// Accepts the user's pending request; BAD_USER_INPUT if there is none.
@@ -26,13 +28,15 @@ impl FriendMutation {
     ) -> Result<FriendshipState> {
         let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
-        Ok(friend::accept_request(app(ctx)?, v, other).await?.into())
+        let app = app(ctx)?;
+        let state = friend::accept_request(&app.db, v, other, app.clock.now()).await?;
+        Ok(state.into())
     }
 
     /// Removes a friend, declines an incoming request or cancels an outgoing one.
     async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
         let v = member(ctx).await?;
         let other = require_id(&user_id, "user")?;
-        Ok(friend::remove(app(ctx)?, v, other).await?.into())
+        Ok(friend::remove(&app(ctx)?.db, v, other).await?.into())
     }
 }

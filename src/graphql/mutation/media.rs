@@ -24,8 +24,8 @@ impl MediaMutation {
             .value(ctx)
             .ok_or_else(|| AppError::bad_input("this request carried no such file"))?;
         // Held while the file is in memory: reading, judging, storing.
-        let _slot = media::upload_slot(app).await?;
-        let max = app.config.max_upload_bytes;
+        let _slot = media::upload_slot(&app.media).await?;
+        let max = app.config.media.max_upload_bytes;
         let bytes = tokio::task::spawn_blocking(move || {
             let mut buf = Vec::new();
             value.into_read().take(max + 1).read_to_end(&mut buf)?;
@@ -34,7 +34,9 @@ impl MediaMutation {
         .await
         .map_err(|e| AppError::internal("reading an upload", e))?
         .map_err(|e| AppError::internal("reading an upload", e))?;
-        Ok(Media(media::upload(app, owner, bytes.into()).await?))
+        let now = app.clock.now();
+        let stored = media::upload(&app.db, &app.media, &app.ids, owner, bytes.into(), now).await?;
+        Ok(Media(stored))
     }
 
     /// Starts a direct upload for large files or S3 deployments: PUT the bytes to uploadUrl with the given headers before expiresAt, then use mediaId. The same limits as uploadMedia, checked before the media can be used.
@@ -44,11 +46,15 @@ impl MediaMutation {
         input: MediaUploadInput,
     ) -> Result<MediaUploadTicket> {
         let owner = member(ctx).await?;
+        let app = app(ctx)?;
         let ticket = media::request_upload(
-            app(ctx)?,
+            &app.db,
+            &app.media,
+            &app.ids,
             owner,
             &input.content_type,
             i64::from(input.byte_size),
+            app.clock.now(),
         )
         .await?;
         Ok(MediaUploadTicket {

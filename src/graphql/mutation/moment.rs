@@ -21,8 +21,11 @@ impl MomentMutation {
             .as_ref()
             .map(|l| require_id(l, "location"))
             .transpose()?;
+        let app = app(ctx)?;
         let created = moment::create(
-            app(ctx)?,
+            &app.db,
+            &app.media,
+            &app.ids,
             v,
             NewMoment {
                 media_id,
@@ -34,6 +37,7 @@ impl MomentMutation {
                 location_id,
                 place_name: input.place_name,
             },
+            app.clock.now(),
         )
         .await?;
         Ok(Moment::new(created))
@@ -43,22 +47,32 @@ impl MomentMutation {
     async fn delete_moment(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
         let v = member(ctx).await?;
         let n = require_id(&id, "moment")?;
-        Ok(self::id(moment::delete(app(ctx)?, v, n).await?))
+        let app = app(ctx)?;
+        Ok(self::id(
+            moment::delete(&app.db, v, n, app.clock.now()).await?,
+        ))
     }
 
     /// Undoes deleteMoment within the 7-day grace, for the author only.
     async fn restore_moment(&self, ctx: &Context<'_>, id: ID) -> Result<Moment> {
         let v = member(ctx).await?;
         let n = require_id(&id, "moment")?;
-        Ok(Moment::new(moment::restore(app(ctx)?, v, n).await?))
+        let app = app(ctx)?;
+        let now = app.clock.now();
+        let grace = app.config.moments.grace;
+        Ok(Moment::new(
+            moment::restore(&app.db, v, n, now, grace).await?,
+        ))
     }
 
     /// Likes if the viewer has not, unlikes if it has. One like per (moment, user), whatever the concurrency.
     async fn toggle_moment_like(&self, ctx: &Context<'_>, moment_id: ID) -> Result<Moment> {
         let v = member(ctx).await?;
         let n = require_id(&moment_id, "moment")?;
+        let app = app(ctx)?;
+        let now = app.clock.now();
         Ok(Moment::new(
-            like::change(app(ctx)?, v, n, LikeChange::Toggle).await?,
+            like::change(&app.db, v, n, LikeChange::Toggle, now).await?,
         ))
     }
 
@@ -71,8 +85,10 @@ impl MomentMutation {
     ) -> Result<Moment> {
         let v = member(ctx).await?;
         let n = require_id(&moment_id, "moment")?;
+        let app = app(ctx)?;
+        let now = app.clock.now();
         Ok(Moment::new(
-            like::change(app(ctx)?, v, n, LikeChange::Set(liked)).await?,
+            like::change(&app.db, v, n, LikeChange::Set(liked), now).await?,
         ))
     }
 }

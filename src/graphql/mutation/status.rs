@@ -19,14 +19,20 @@ impl StatusMutation {
             .as_ref()
             .map(|m| require_id(m, "media"))
             .transpose()?;
+        let app = app(ctx)?;
         let created = status::create(
-            app(ctx)?,
+            &app.db,
+            &app.media,
+            &app.ids,
+            &app.events,
             v,
             status::NewStatus {
                 media_id,
                 caption: input.caption,
                 bg_color: input.bg_color,
+                lives: app.config.statuses.ttl,
             },
+            app.clock.now(),
         )
         .await?;
         Ok(Status::new(created))
@@ -36,13 +42,18 @@ impl StatusMutation {
     async fn delete_status(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
         let v = member(ctx).await?;
         let n = require_id(&id, "status")?;
-        Ok(self::id(status::delete(app(ctx)?, v, n).await?))
+        let app = app(ctx)?;
+        Ok(self::id(
+            status::delete(&app.db, v, n, app.clock.now()).await?,
+        ))
     }
 
     /// Records that the viewer saw a live status; idempotent.
     async fn mark_status_seen(&self, ctx: &Context<'_>, id: ID) -> Result<Status> {
         let v = member(ctx).await?;
         let n = require_id(&id, "status")?;
-        Ok(Status::new(status::mark_seen(app(ctx)?, v, n).await?))
+        let app = app(ctx)?;
+        let seen = status::mark_seen(&app.db, v, n, app.clock.now()).await?;
+        Ok(Status::new(seen))
     }
 }

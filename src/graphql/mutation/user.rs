@@ -36,14 +36,18 @@ impl UserMutation {
     /// Creates an account and signs it in. A taken username is BAD_USER_INPUT.
     async fn sign_up(&self, ctx: &Context<'_>, input: SignUpInput) -> Result<AuthPayload> {
         spend_password_check(ctx)?;
+        let app = app(ctx)?;
         let session = user::sign_up(
-            app(ctx)?,
+            &app.db,
+            &app.accounts,
+            &app.ids,
             user::SignUp {
                 username: input.username,
                 password: input.password,
                 display_name: input.display_name,
             },
             client(ctx),
+            app.clock.now(),
         )
         .await?;
         Ok(AuthPayload {
@@ -55,8 +59,16 @@ impl UserMutation {
     /// Signs in. A wrong password and an unknown user give the same UNAUTHENTICATED error.
     async fn sign_in(&self, ctx: &Context<'_>, input: SignInInput) -> Result<AuthPayload> {
         spend_password_check(ctx)?;
-        let session =
-            user::sign_in(app(ctx)?, &input.username, input.password, client(ctx)).await?;
+        let app = app(ctx)?;
+        let session = user::sign_in(
+            &app.db,
+            &app.accounts,
+            &input.username,
+            input.password,
+            client(ctx),
+            app.clock.now(),
+        )
+        .await?;
         Ok(AuthPayload {
             token: session.token,
             user: User(session.user),
@@ -67,7 +79,8 @@ impl UserMutation {
     async fn sign_out(&self, ctx: &Context<'_>) -> Result<bool> {
         member(ctx).await?;
         let bearer = bearer(ctx)?;
-        session::end(app(ctx)?, bearer).await?;
+        let app = app(ctx)?;
+        session::end(&app.db, &app.accounts, bearer).await?;
         Ok(true)
     }
 
@@ -76,7 +89,7 @@ impl UserMutation {
         let me = member(ctx).await?;
         let app = app(ctx)?;
         let ended = session::end_all(&app.db, me).await?;
-        session::forget_all(app, me, &ended);
+        session::forget_all(&app.accounts, me, &ended);
         Ok(i32::try_from(ended.len()).unwrap_or(i32::MAX))
     }
 
@@ -89,9 +102,14 @@ impl UserMutation {
     ) -> Result<AuthPayload> {
         let me = member(ctx).await?;
         spend_password_check(ctx)?;
+        let app = app(ctx)?;
+        let change = user::PasswordChange {
+            current: current_password,
+            new: new_password,
+        };
+        let now = app.clock.now();
         let session =
-            user::change_password(app(ctx)?, me, current_password, new_password, client(ctx))
-                .await?;
+            user::change_password(&app.db, &app.accounts, me, change, client(ctx), now).await?;
         Ok(AuthPayload {
             token: session.token,
             user: User(session.user),
@@ -102,7 +120,9 @@ impl UserMutation {
     async fn delete_account(&self, ctx: &Context<'_>, password: String) -> Result<bool> {
         let me = member(ctx).await?;
         spend_password_check(ctx)?;
-        user::delete_account(app(ctx)?, me, password, client(ctx)).await?;
+        let app = app(ctx)?;
+        let now = app.clock.now();
+        user::delete_account(&app.db, &app.accounts, me, password, client(ctx), now).await?;
         Ok(true)
     }
 }

@@ -3,7 +3,7 @@
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::page::{CursorKind, List, PageArgs};
+use crate::domain::page::{CursorKind, List, PageArgs, PageQuery};
 use crate::domain::status;
 use crate::graphql::loaders::{prime_statuses, prime_tray, wants_authors, wants_seen};
 use crate::graphql::types::{
@@ -18,11 +18,12 @@ pub(crate) async fn statuses_of(
     args: PageArgs,
 ) -> Result<Connection<String, Status>> {
     let app = app(ctx)?;
-    let q = app.cursors.query(
+    let q = PageQuery::from_args(
+        &app.cursors,
         List(CursorKind::Status, author),
         &args,
         10,
-        app.config.max_page_size,
+        app.config.graphql.max_page_size,
     )?;
     let seen_by = wants_seen(ctx);
     let (page, seen) =

@@ -26,10 +26,11 @@ impl Media {
         let app = app(ctx)?;
         Ok(app
             .media
+            .store
             .url(
                 &self.0.storage_key,
                 app.clock.now(),
-                app.config.media_url_ttl,
+                app.config.media.url_ttl,
             )
             .await
             .map_err(AppError::from)?)

@@ -145,8 +145,8 @@ pub fn forward_query(
         after,
         ..Default::default()
     };
-    app.cursors
-        .query(list, &args, default, app.config.max_page_size)
+    let max = app.config.graphql.max_page_size;
+    PageQuery::from_args(&app.cursors, list, &args, default, max)
 }
 
 /// A page of users as a connection, with what its items ask for loaded at once.

@@ -4,7 +4,7 @@
 //! manual clock, a GraphQL-over-HTTP client (multipart uploads included) and
 //! a websocket client.
 
-#![allow(dead_code)]
+#![expect(dead_code, reason = "each test module uses part of the shared helpers")]
 
 pub mod s3;
 pub mod ws;
@@ -14,6 +14,8 @@ use std::time::Duration;
 use ephemera::app::{App, AppState};
 use ephemera::clock::Clock;
 use ephemera::config::{Config, MediaStoreKind};
+use ephemera::db::{Sql, insert};
+use ephemera::entity::{media, moment};
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
@@ -205,27 +207,25 @@ impl TestApp {
                 (replace_db_name(&admin, &name), Some(name))
             }
         };
-        let mut config = Config {
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            database_url: Some(database_url.clone()),
-            data_dir: dir.path().to_path_buf(),
-            jwt_secret: Some(JWT_SECRET.into()),
-            jobs: false,
-            db_pool: 5,
-            // Tests sign up many users from one address; the hostile-client
-            // tests set these low again.
-            auth_attempts_per_address: 1_000_000,
-            auth_attempts_per_account: 1_000_000,
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.server.listen = "127.0.0.1:0".parse().expect("addr");
+        config.database.url = Some(database_url.clone());
+        config.server.data_dir = dir.path().to_path_buf();
+        config.auth.jwt_secret = Some(JWT_SECRET.into());
+        config.jobs.enabled = false;
+        config.database.pool = 5;
+        // Tests sign up many users from one address; the hostile-client
+        // tests set these low again.
+        config.auth.attempts_per_address = 1_000_000;
+        config.auth.attempts_per_account = 1_000_000;
         if let Some(s3) = &s3 {
-            config.media_store = MediaStoreKind::S3;
-            config.s3_bucket = Some(s3::BUCKET.into());
-            config.s3_endpoint = Some(s3.endpoint());
-            config.s3_region = Some("us-east-1".into());
-            config.s3_path_style = true;
-            config.s3_access_key_id = Some(s3::ACCESS_KEY.into());
-            config.s3_secret_access_key = Some(s3::SECRET_KEY.into());
+            config.media.store = MediaStoreKind::S3;
+            config.s3.bucket = Some(s3::BUCKET.into());
+            config.s3.endpoint = Some(s3.endpoint());
+            config.s3.region = Some("us-east-1".into());
+            config.s3.path_style = true;
+            config.s3.access_key_id = Some(s3::ACCESS_KEY.into());
+            config.s3.secret_access_key = Some(s3::SECRET_KEY.into());
         }
         adjust(&mut config);
         let clock = Clock::manual(chrono::Utc::now().timestamp_millis());
@@ -544,7 +544,12 @@ impl TestApp {
 
     /// Every key in the media store.
     pub async fn store_keys(&self) -> Vec<String> {
-        self.state.media.keys().await.expect("list the media store")
+        self.state
+            .media
+            .store
+            .keys()
+            .await
+            .expect("list the media store")
     }
 
     /// Runs the media job once at the clock's time.
@@ -658,49 +663,52 @@ impl TestApp {
             let media_id = self.state.ids.next_id();
             let id = self.state.ids.next_id();
             let at = now - (n - i) as i64 * 1000;
-            let exec = |sql: &str, values: Vec<sea_orm::Value>| {
-                let stmt = ephemera::db::stmt(db.get_database_backend(), sql, values);
-                async move { db.execute_raw(stmt).await.expect("seed insert") }
+            let media = media::Model {
+                id: media_id,
+                owner_id: author_id,
+                storage_key: format!("se/{media_id:032x}"),
+                content_type: "image/gif".into(),
+                byte_size: 10,
+                width: Some(1),
+                height: Some(1),
+                created_at: at,
+                ready_at: Some(at),
+                attached_at: Some(at),
+                upload_expires_at: None,
             };
-            exec(
-                "INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, width, height, created_at, ready_at, attached_at) \
-                 VALUES ($1, $2, $3, 'image/gif', 10, 1, 1, $4, $4, $4)",
-                vec![media_id.into(), author_id.into(), format!("se/{media_id:032x}").into(), at.into()],
-            )
-            .await;
+            insert::row(db, media).await.expect("seed media");
             let (lat, lon) = (seed.latitude + i as f64 * 1e-5, seed.longitude);
             let (journaled, hours, expires) = if seed.journaled {
                 (true, 0, None)
             } else {
                 (false, 24, Some(at + 24 * 3_600_000))
             };
-            exec(
-                "INSERT INTO moments (id, author_id, media_id, caption, latitude, longitude, map_cell, location_id, \
-                   visibility, is_journaled, duration_hours, expires_at, created_at) \
-                 VALUES ($1, $2, $3, 'seeded', $4, $5, $6, $7, $8, $9, $10, $11, $12)",
-                vec![
-                    id.into(),
-                    author_id.into(),
-                    media_id.into(),
-                    lat.into(),
-                    lon.into(),
-                    ephemera::domain::geo::map_cell(lat, lon).into(),
-                    seed.location.into(),
-                    seed.visibility.into(),
-                    journaled.into(),
-                    hours.into(),
-                    expires.into(),
-                    at.into(),
-                ],
-            )
-            .await;
+            let row = moment::Model {
+                id,
+                author_id,
+                media_id,
+                caption: Some("seeded".into()),
+                latitude: lat,
+                longitude: lon,
+                map_cell: ephemera::domain::geo::map_cell(lat, lon),
+                location_id: seed.location,
+                visibility: seed.visibility.into(),
+                is_journaled: journaled,
+                duration_hours: hours,
+                expires_at: expires,
+                created_at: at,
+                deleted_at: None,
+                likes_count: 0,
+            };
+            insert::row(db, row).await.expect("seed moment");
             // Keep the location's PUBLIC counter as the server would.
-            exec(
-                "UPDATE locations SET public_moments = public_moments + 1 \
-                 WHERE id = $1 AND $2 = 'PUBLIC'",
-                vec![seed.location.into(), seed.visibility.into()],
-            )
-            .await;
+            if let (Some(location), "PUBLIC") = (seed.location, seed.visibility) {
+                let count = Sql::new(
+                    "UPDATE locations SET public_moments = public_moments + 1 WHERE id = ",
+                )
+                .bind(location);
+                ephemera::db::execute(db, count).await.expect("seed count");
+            }
             ids.push(id);
         }
         ids

@@ -1,4 +1,8 @@
-//! Refuses abusive or malformed requests before they run, and makes sure
+//! The executor HTTP and websockets run every operation through
+//! ([`GuardedExecutor`]): the schema behind a guard, a cache of parsed
+//! documents, and the switch that lets a query hold one database connection.
+//!
+//! The guard refuses abusive or malformed requests before they run, and makes sure
 //! every error a client sees carries an `extensions.code` from the contract:
 //! - too deep (introspection aside), too complex, or too many aliases:
 //!   `BAD_USER_INPUT` naming the limit;
@@ -13,7 +17,7 @@
 //! one.
 //!
 //! The guard wraps the schema as the [`Executor`] that HTTP and websockets
-//! run operations through ([`Guarded`]) rather than being an async-graphql
+//! run operations through ([`GuardedExecutor`]) rather than being an async-graphql
 //! extension: with any extension registered, async-graphql resolves every
 //! field through a slower path (a registry lookup by type name, a
 //! `ResolveInfo` and a boxed future per extension, for each field), which
@@ -230,12 +234,12 @@ impl Guard {
 /// The schema behind the guard: what HTTP requests and websocket operations
 /// are run through.
 #[derive(Clone)]
-pub struct Guarded {
+pub struct GuardedExecutor {
     schema: AppSchema,
     guard: Arc<Guard>,
 }
 
-impl Guarded {
+impl GuardedExecutor {
     pub fn new(schema: AppSchema, limits: Limits) -> Self {
         Self {
             schema,
@@ -244,7 +248,7 @@ impl Guarded {
     }
 }
 
-impl Executor for Guarded {
+impl Executor for GuardedExecutor {
     async fn execute(&self, mut request: Request) -> Response {
         if let Err(e) = self.guard.check(&mut request) {
             return Response::from_errors(vec![e]);

@@ -1,0 +1,540 @@
+//! Every difference between SQLite and PostgreSQL, as one named method
+//! each: the rest of the code calls these instead of asking which database
+//! it is on. Read top to bottom, this file is the list of what differs.
+//!
+//! | method | SQLite | PostgreSQL |
+//! |---|---|---|
+//! | [`placeholder`](Dialect::placeholder) | `?1` | `$1` |
+//! | [`is_embedded`](Dialect::is_embedded) | a file in the data dir, one instance | a server, many instances |
+//! | [`for_update`](Dialect::for_update), [`skip_locked`](Dialect::skip_locked) | nothing (one writer serialises) | `FOR UPDATE [SKIP LOCKED]` |
+//! | [`lock_first`](Dialect::lock_first) | no statement (the first write locks) | `SELECT ... FOR UPDATE` |
+//! | [`in_claimed`](Dialect::in_claimed) | `IN (claim)` | `= ANY(ARRAY(claim))` |
+//! | [`opaque_bigint`](Dialect::opaque_bigint) | the value | `(SELECT $n::bigint)`, unseen by the planner |
+//! | [`writers`](Dialect::writers) | 1 | as many as asked |
+//! | [`writable_ctes`](Dialect::writable_ctes) | no | `WITH x AS (DELETE ...)` |
+//! | [`index_hint`](Dialect::index_hint) | `INDEXED BY` | nothing |
+//! | [`join_in_written_order`](Dialect::join_in_written_order) | `CROSS JOIN` | `JOIN` |
+//! | [`cell_ranges`](Dialect::cell_ranges) | a join with `VALUES` | an `OR` of ranges |
+//! | [`merge_newest`](Dialect::merge_newest) | a compound `SELECT` | `UNION ALL` of limited arms |
+//! | [`least`](Dialect::least), [`greatest`](Dialect::greatest) | `MIN(a, b)`, `MAX(a, b)` | `LEAST`, `GREATEST` |
+//! | [`analyze`](Dialect::analyze) | `ANALYZE` | `VACUUM ANALYZE` |
+//! | [`explain`](Dialect::explain) | `EXPLAIN QUERY PLAN` | `EXPLAIN` |
+//! | [`value_literal`](Dialect::value_literal) | SQLite's quoting | PostgreSQL's (`E'...'`) |
+//! | [`Held`] | a detached `SqliteConnection` | a detached `PgConnection` |
+
+use std::sync::Arc;
+
+use sea_orm::sqlx::postgres::PgConnection;
+use sea_orm::sqlx::sqlite::SqliteConnection;
+use sea_orm::sqlx::{self, Connection};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, DbErr, ExecResult, QueryResult};
+use sea_orm::{RuntimeErr, Statement, Value};
+use sea_query_sqlx::SqlxValues;
+
+use super::Sql;
+
+/// The database a statement is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// The dialect of a connection.
+    pub fn of(conn: &impl ConnectionTrait) -> Self {
+        Self::from_backend(conn.get_database_backend())
+    }
+
+    /// The dialect SeaORM's backend stands for (SQLite for anything that is
+    /// not PostgreSQL: SeaORM's MySQL is not built).
+    pub fn from_backend(backend: DbBackend) -> Self {
+        match backend {
+            DbBackend::Postgres => Dialect::Postgres,
+            _ => Dialect::Sqlite,
+        }
+    }
+
+    /// The dialect of a database URL: `postgres://` and `postgresql://`
+    /// are PostgreSQL, anything else SQLite.
+    pub fn from_url(url: &str) -> Self {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Dialect::Postgres
+        } else {
+            Dialect::Sqlite
+        }
+    }
+
+    /// SeaORM's name for it.
+    pub fn backend(self) -> DbBackend {
+        match self {
+            Dialect::Sqlite => DbBackend::Sqlite,
+            Dialect::Postgres => DbBackend::Postgres,
+        }
+    }
+
+    /// The `n`th placeholder (from 1).
+    pub fn placeholder(self, n: usize) -> String {
+        match self {
+            Dialect::Sqlite => format!("?{n}"),
+            Dialect::Postgres => format!("${n}"),
+        }
+    }
+
+    /// Whether the database is a file in the data dir that one instance
+    /// owns (so the data dir holds it, and a generated secret serves), rather
+    /// than a server that several instances share.
+    pub fn is_embedded(self) -> bool {
+        self == Dialect::Sqlite
+    }
+
+    /// `FOR UPDATE` after a `SELECT`: the rows stay locked until the
+    /// transaction ends. SQLite has one writer, which serialises alone.
+    pub fn for_update(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR UPDATE",
+        }
+    }
+
+    /// `FOR UPDATE SKIP LOCKED`, so that jobs on several instances claim
+    /// different rows and never wait on each other; nothing on SQLite.
+    pub fn skip_locked(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres => " FOR UPDATE SKIP LOCKED",
+        }
+    }
+
+    /// The statement that locks rows before a transaction's first write, if
+    /// the database needs one: `select` with `FOR UPDATE` on PostgreSQL;
+    /// none on SQLite, where the first write takes the write lock (and a
+    /// read first would have to upgrade, which can fail).
+    pub fn lock_first(self, select: Sql) -> Option<Sql> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some(select.push(" FOR UPDATE")),
+        }
+    }
+
+    /// The condition that an id is among those `claim` selects. On
+    /// PostgreSQL `= ANY(ARRAY(...))`: the claim runs once and each row is
+    /// then found by its key, where `IN (...)` can be planned as a scan of
+    /// the whole table per batch (the purge benchmark showed one, growing
+    /// with the rows stored).
+    pub fn in_claimed(self, claim: Sql) -> Sql {
+        match self {
+            Dialect::Sqlite => Sql::new("IN (").append(claim).push(")"),
+            Dialect::Postgres => Sql::new("= ANY(ARRAY(").append(claim).push("))"),
+        }
+    }
+
+    /// A bigint value the planner cannot see into. On PostgreSQL a
+    /// sub-select: with the value visible, a plan made for it can look
+    /// cheaper than the cached generic one and the statement is planned anew
+    /// on every execution (the tray: about 45 % of PostgreSQL's CPU per page
+    /// at 10k). SQLite plans once per prepared statement anyway.
+    pub fn opaque_bigint(self, value: i64) -> Sql {
+        match self {
+            Dialect::Sqlite => Sql::default().bind(value),
+            Dialect::Postgres => Sql::new("(SELECT ").bind(value).push("::bigint)"),
+        }
+    }
+
+    /// How many write transactions of one job are worth running at once:
+    /// `wanted` on PostgreSQL; one on SQLite, which writes one at a time.
+    pub fn writers(self, wanted: u32) -> u32 {
+        match self {
+            Dialect::Sqlite => 1,
+            Dialect::Postgres => wanted.max(1),
+        }
+    }
+
+    /// Whether a `WITH` clause may change data (`WITH gone AS (DELETE ...
+    /// RETURNING ...)`), so that several writes go in one statement.
+    pub fn writable_ctes(self) -> bool {
+        self == Dialect::Postgres
+    }
+
+    /// Tells the planner which index to walk, where it needs telling: SQLite
+    /// has no range statistics and may pick a worse one; PostgreSQL has no
+    /// hints and needs none.
+    pub fn index_hint(self, index: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!(" INDEXED BY {index}"),
+            Dialect::Postgres => String::new(),
+        }
+    }
+
+    /// The join that keeps the tables in the order written: SQLite never
+    /// reorders around a `CROSS JOIN`; PostgreSQL plans a plain `JOIN` well.
+    pub fn join_in_written_order(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "CROSS JOIN",
+            Dialect::Postgres => "JOIN",
+        }
+    }
+
+    /// The rows of `table` (alias `a`) whose `map_cell` falls in one of
+    /// `ranges`, written as each planner walks the cell index range by range
+    /// (checked with `EXPLAIN` on both): the `FROM` source and a condition
+    /// (`TRUE` or ending in `AND`-able form). PostgreSQL: an `OR` of ranges
+    /// (a `BitmapOr` of index scans). SQLite: a join with a `VALUES` list of
+    /// ranges (an `OR` there scans the whole index).
+    pub fn cell_ranges(self, table: &str, a: &str, ranges: &[(i64, i64)]) -> (Sql, Sql) {
+        match self {
+            Dialect::Postgres => {
+                let or = ranges.iter().map(|&(lo, hi)| {
+                    Sql::new(&format!("{a}.map_cell BETWEEN "))
+                        .bind(lo)
+                        .push(" AND ")
+                        .bind(hi)
+                });
+                (
+                    Sql::new(&format!("{table} {a}")),
+                    Sql::join(or, " OR ").parens(),
+                )
+            }
+            Dialect::Sqlite => {
+                let rows = ranges
+                    .iter()
+                    .map(|&(lo, hi)| Sql::default().list([lo, hi]).parens());
+                (
+                    Sql::new("(VALUES ")
+                        .append(Sql::join(rows, ", "))
+                        .push(&format!(
+                            ") cells CROSS JOIN {table} {a} \
+                             ON {a}.map_cell BETWEEN cells.column1 AND cells.column2"
+                        )),
+                    Sql::new("1 = 1"),
+                )
+            }
+        }
+    }
+
+    /// The newest `limit` rows of the `arms` (each a `SELECT` of alias `a`
+    /// over one index range sorted by `created_at, id`), merged by the
+    /// database so it stops after `limit` rows. PostgreSQL merges a `UNION
+    /// ALL` in a subquery (`Merge Append`) once each arm walks its range in
+    /// order and stops after `limit` (its estimate of one arm's rows is too
+    /// low for it to choose the merge by itself); SQLite merges a compound
+    /// `SELECT`'s arms when the `ORDER BY` is on the compound itself.
+    pub fn merge_newest(self, arms: Vec<Sql>, a: &str, limit: i64) -> Sql {
+        match self {
+            Dialect::Postgres => {
+                let arms = arms.into_iter().map(|arm| {
+                    Sql::new("(")
+                        .append(arm)
+                        .push(&format!(
+                            " ORDER BY {a}.created_at DESC, {a}.id DESC LIMIT "
+                        ))
+                        .bind(limit)
+                        .push(")")
+                });
+                Sql::new("SELECT * FROM (")
+                    .append(Sql::join(arms, " UNION ALL "))
+                    .push(") u ORDER BY u.created_at DESC, u.id DESC LIMIT ")
+                    .bind(limit)
+            }
+            Dialect::Sqlite => Sql::join(arms, " UNION ALL ")
+                .push(" ORDER BY created_at DESC, id DESC LIMIT ")
+                .bind(limit),
+        }
+    }
+
+    /// The smaller of two SQL expressions.
+    pub fn least(self, a: &str, b: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("MIN({a}, {b})"),
+            Dialect::Postgres => format!("LEAST({a}, {b})"),
+        }
+    }
+
+    /// The larger of two SQL expressions.
+    pub fn greatest(self, a: &str, b: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("MAX({a}, {b})"),
+            Dialect::Postgres => format!("GREATEST({a}, {b})"),
+        }
+    }
+
+    /// The statement that refreshes the planner's statistics (on PostgreSQL
+    /// with a vacuumed visibility map, so index-only scans stay index-only).
+    pub fn analyze(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "ANALYZE",
+            Dialect::Postgres => "VACUUM ANALYZE",
+        }
+    }
+
+    /// What asks for a statement's plan, and the column each row of the plan
+    /// is in.
+    pub fn explain(self) -> (&'static str, &'static str) {
+        match self {
+            Dialect::Sqlite => ("EXPLAIN QUERY PLAN", "detail"),
+            Dialect::Postgres => ("EXPLAIN", "QUERY PLAN"),
+        }
+    }
+
+    /// `value` as an SQL literal of this dialect (for logged statements that
+    /// can be run again by hand).
+    pub fn value_literal(self, value: &Value) -> String {
+        use sea_orm::sea_query::{PostgresQueryBuilder, QueryBuilder, SqliteQueryBuilder};
+        match self {
+            Dialect::Sqlite => SqliteQueryBuilder.value_to_string(value),
+            Dialect::Postgres => PostgresQueryBuilder.value_to_string(value),
+        }
+    }
+
+    /// How many connections `db`'s pool may hold.
+    pub fn pool_size(self, db: &DatabaseConnection) -> u32 {
+        match self {
+            Dialect::Sqlite => db
+                .get_sqlite_connection_pool()
+                .options()
+                .get_max_connections(),
+            Dialect::Postgres => db
+                .get_postgres_connection_pool()
+                .options()
+                .get_max_connections(),
+        }
+    }
+}
+
+/// `$body` with `$c` bound to the held connection, whichever database it is.
+macro_rules! on_held {
+    ($conn:expr, $c:ident => $body:expr) => {
+        match $conn {
+            Held::Sqlite($c) => $body,
+            Held::Postgres($c) => $body,
+        }
+    };
+}
+
+/// A connection taken out of the pool for good (see `db::request`): each
+/// database's own connection type.
+pub enum Held {
+    Sqlite(SqliteConnection),
+    Postgres(PgConnection),
+}
+
+impl Held {
+    /// Takes a connection out of `db`'s pool (opening one if needed).
+    pub async fn detach(db: &DatabaseConnection) -> Result<Held, sqlx::Error> {
+        match Dialect::of(db) {
+            Dialect::Sqlite => db
+                .get_sqlite_connection_pool()
+                .acquire()
+                .await
+                .map(|c| Held::Sqlite(c.detach())),
+            Dialect::Postgres => db
+                .get_postgres_connection_pool()
+                .acquire()
+                .await
+                .map(|c| Held::Postgres(c.detach())),
+        }
+    }
+
+    pub async fn ping(&mut self) -> Result<(), sqlx::Error> {
+        on_held!(self, c => c.ping().await)
+    }
+
+    pub async fn close(self) -> Result<(), sqlx::Error> {
+        on_held!(self, c => c.close().await)
+    }
+
+    pub async fn fetch_all(&mut self, stmt: &Statement) -> Result<Vec<QueryResult>, sqlx::Error> {
+        let (sql, values) = bind(stmt);
+        Ok(on_held!(self, c => sqlx::query_with(sql, values)
+            .fetch_all(&mut *c)
+            .await?
+            .into_iter()
+            .map(QueryResult::from)
+            .collect()))
+    }
+
+    pub async fn fetch_optional(
+        &mut self,
+        stmt: &Statement,
+    ) -> Result<Option<QueryResult>, sqlx::Error> {
+        let (sql, values) = bind(stmt);
+        Ok(on_held!(self, c => sqlx::query_with(sql, values)
+            .fetch_optional(&mut *c)
+            .await?
+            .map(QueryResult::from)))
+    }
+
+    pub async fn execute(&mut self, stmt: &Statement) -> Result<ExecResult, sqlx::Error> {
+        let (sql, values) = bind(stmt);
+        Ok(on_held!(self, c => sqlx::query_with(sql, values)
+            .execute(&mut *c)
+            .await?
+            .into()))
+    }
+}
+
+/// The statement's SQL and values as sqlx takes them.
+fn bind(stmt: &Statement) -> (sqlx::AssertSqlSafe<&str>, SqlxValues) {
+    (
+        sqlx::AssertSqlSafe(stmt.sql.as_str()),
+        SqlxValues(stmt.values.clone().unwrap_or(sea_orm::Values(Vec::new()))),
+    )
+}
+
+/// A pool error as SeaORM says it.
+pub fn acquire_error(e: sqlx::Error) -> DbErr {
+    use sea_orm::ConnAcquireErr;
+    match e {
+        sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
+        sqlx::Error::PoolClosed => DbErr::ConnectionAcquire(ConnAcquireErr::ConnectionClosed),
+        e => DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Dialect::{Postgres, Sqlite};
+    use super::*;
+
+    #[test]
+    fn names_and_urls() {
+        assert_eq!(Dialect::from_url("postgres://u@h/db"), Postgres);
+        assert_eq!(Dialect::from_url("postgresql://u@h/db"), Postgres);
+        assert_eq!(Dialect::from_url("sqlite://x.db?mode=rwc"), Sqlite);
+        assert_eq!(Dialect::from_backend(DbBackend::Postgres), Postgres);
+        assert_eq!(Postgres.backend(), DbBackend::Postgres);
+        assert_eq!(Sqlite.backend(), DbBackend::Sqlite);
+    }
+
+    #[test]
+    fn placeholders() {
+        assert_eq!(Sqlite.placeholder(3), "?3");
+        assert_eq!(Postgres.placeholder(3), "$3");
+    }
+
+    #[test]
+    fn embedded() {
+        assert!(Sqlite.is_embedded());
+        assert!(!Postgres.is_embedded());
+    }
+
+    #[test]
+    fn row_locks() {
+        assert_eq!(Sqlite.for_update(), "");
+        assert_eq!(Postgres.for_update(), " FOR UPDATE");
+        assert_eq!(Sqlite.skip_locked(), "");
+        assert_eq!(Postgres.skip_locked(), " FOR UPDATE SKIP LOCKED");
+        let select = || Sql::new("SELECT id FROM users WHERE id = ").bind(1i64);
+        assert_eq!(Sqlite.lock_first(select()), None);
+        let locked = Postgres.lock_first(select()).map(|s| s.build(Postgres).sql);
+        assert_eq!(
+            locked.as_deref(),
+            Some("SELECT id FROM users WHERE id = $1 FOR UPDATE")
+        );
+    }
+
+    #[test]
+    fn claimed_ids() {
+        let claim = || Sql::new("SELECT id FROM t LIMIT ").bind(5i64);
+        assert_eq!(
+            Sqlite.in_claimed(claim()).build(Sqlite).sql,
+            "IN (SELECT id FROM t LIMIT ?1)"
+        );
+        assert_eq!(
+            Postgres.in_claimed(claim()).build(Postgres).sql,
+            "= ANY(ARRAY(SELECT id FROM t LIMIT $1))"
+        );
+    }
+
+    #[test]
+    fn opaque_values() {
+        assert_eq!(Sqlite.opaque_bigint(5).build(Sqlite).sql, "?1");
+        assert_eq!(
+            Postgres.opaque_bigint(5).build(Postgres).sql,
+            "(SELECT $1::bigint)"
+        );
+    }
+
+    #[test]
+    fn writers_and_ctes() {
+        assert_eq!(Sqlite.writers(4), 1);
+        assert_eq!(Postgres.writers(4), 4);
+        assert_eq!(Postgres.writers(0), 1);
+        assert!(!Sqlite.writable_ctes());
+        assert!(Postgres.writable_ctes());
+    }
+
+    #[test]
+    fn planner_hints() {
+        assert_eq!(Sqlite.index_hint("i"), " INDEXED BY i");
+        assert_eq!(Postgres.index_hint("i"), "");
+        assert_eq!(Sqlite.join_in_written_order(), "CROSS JOIN");
+        assert_eq!(Postgres.join_in_written_order(), "JOIN");
+    }
+
+    #[test]
+    fn cell_ranges_as_each_planner_walks_them() {
+        let ranges = [(1, 2), (10, 12)];
+        let (from, cond) = Sqlite.cell_ranges("moments", "m", &ranges);
+        assert_eq!(
+            from.build(Sqlite).sql,
+            "(VALUES (?1, ?2), (?3, ?4)) cells CROSS JOIN moments m \
+             ON m.map_cell BETWEEN cells.column1 AND cells.column2"
+        );
+        assert_eq!(cond.build(Sqlite).sql, "1 = 1");
+        let (from, cond) = Postgres.cell_ranges("moments", "m", &ranges);
+        assert_eq!(from.build(Postgres).sql, "moments m");
+        assert_eq!(
+            cond.build(Postgres).sql,
+            "(m.map_cell BETWEEN $1 AND $2 OR m.map_cell BETWEEN $3 AND $4)"
+        );
+    }
+
+    #[test]
+    fn merging_newest() {
+        let arms = || {
+            vec![
+                Sql::new("SELECT m.* FROM a m"),
+                Sql::new("SELECT m.* FROM b m"),
+            ]
+        };
+        assert_eq!(
+            Sqlite.merge_newest(arms(), "m", 5).build(Sqlite).sql,
+            "SELECT m.* FROM a m UNION ALL SELECT m.* FROM b m \
+             ORDER BY created_at DESC, id DESC LIMIT ?1"
+        );
+        assert_eq!(
+            Postgres.merge_newest(arms(), "m", 5).build(Postgres).sql,
+            "SELECT * FROM ((SELECT m.* FROM a m ORDER BY m.created_at DESC, m.id DESC LIMIT $1) \
+             UNION ALL (SELECT m.* FROM b m ORDER BY m.created_at DESC, m.id DESC LIMIT $2)) u \
+             ORDER BY u.created_at DESC, u.id DESC LIMIT $3"
+        );
+    }
+
+    #[test]
+    fn least_and_greatest() {
+        assert_eq!(Sqlite.least("a", "b"), "MIN(a, b)");
+        assert_eq!(Postgres.least("a", "b"), "LEAST(a, b)");
+        assert_eq!(Sqlite.greatest("a", "b"), "MAX(a, b)");
+        assert_eq!(Postgres.greatest("a", "b"), "GREATEST(a, b)");
+    }
+
+    #[test]
+    fn statistics() {
+        assert_eq!(Sqlite.analyze(), "ANALYZE");
+        assert_eq!(Postgres.analyze(), "VACUUM ANALYZE");
+    }
+
+    #[test]
+    fn plans() {
+        assert_eq!(Sqlite.explain(), ("EXPLAIN QUERY PLAN", "detail"));
+        assert_eq!(Postgres.explain(), ("EXPLAIN", "QUERY PLAN"));
+    }
+
+    #[test]
+    fn literals() {
+        let v: Value = "it's".into();
+        assert_eq!(Sqlite.value_literal(&v), "'it''s'");
+        assert_eq!(Postgres.value_literal(&v), "E'it\\'s'");
+    }
+}

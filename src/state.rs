@@ -1,0 +1,193 @@
+//! What the layers below the wiring share: [`AppState`] (database, clock,
+//! ids, media, events, keys, settings) and the two bundles domain paths
+//! take whole, [`Media`] and [`Accounts`]. It sits below the domain, so the
+//! domain, the jobs, GraphQL and HTTP all reach the same state, and it
+//! imports nothing above it. `app.rs` only assembles it ([`AppState::connect`])
+//! and serves.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rand::RngCore;
+use sea_orm::DatabaseConnection;
+use tokio::sync::Semaphore;
+
+use crate::auth::{AliveSessions, Passwords, TokenKeys};
+use crate::clock::{Clock, duration_millis};
+use crate::config::{Config, MediaConfig};
+use crate::cursor::Cursors;
+use crate::db::{self, DbStats, QueryConnections};
+use crate::error::{AppError, AppResult};
+use crate::events::EventBus;
+use crate::ids::IdGenerator;
+use crate::storage::{MediaStats, MediaStore};
+use crate::throttle::Attempts;
+
+/// What every request, job and resolver shares. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub db: DatabaseConnection,
+    pub config: Arc<Config>,
+    pub clock: Clock,
+    pub ids: Arc<IdGenerator>,
+    pub events: EventBus,
+    pub cursors: Arc<Cursors>,
+    pub db_stats: Arc<DbStats>,
+    /// The connections GraphQL queries hold, apart from the pool (see
+    /// [`db::RequestDb`]).
+    pub query_conns: Arc<QueryConnections>,
+    pub media: Media,
+    pub accounts: Accounts,
+}
+
+/// The media store and what bounds its use: what the domain's media paths
+/// take.
+#[derive(Clone, Debug)]
+pub struct Media {
+    pub store: MediaStore,
+    /// Bounds the uploads judged at once (`EPHEMERA_MAX_CONCURRENT_UPLOADS`).
+    pub slots: Arc<Semaphore>,
+    pub stats: Arc<MediaStats>,
+    pub config: Arc<MediaConfig>,
+}
+
+/// Accounts and sign-in: what the domain's user and session paths take.
+#[derive(Clone, Debug)]
+pub struct Accounts {
+    /// Password hashing, bounded (see [`Passwords`]).
+    pub passwords: Arc<Passwords>,
+    /// Password-attempt limits per client address and account.
+    pub attempts: Arc<Attempts>,
+    /// Sessions this instance found alive lately.
+    pub sessions: Arc<AliveSessions>,
+    pub tokens: Arc<TokenKeys>,
+    /// Where ended sessions are announced (their websockets close).
+    pub events: EventBus,
+}
+
+impl AppState {
+    /// Checks the settings, connects to the database and migrates it; does
+    /// not bind or start jobs.
+    pub async fn connect(config: Config, clock: Clock) -> AppResult<Self> {
+        config.validate()?;
+        let secret = jwt_secret(&config).await?;
+        let db_stats = Arc::new(DbStats::default());
+        if config.dialect().is_embedded() {
+            let dir = &config.server.data_dir;
+            tokio::fs::create_dir_all(dir)
+                .await
+                .map_err(|e| AppError::internal("creating the data dir", e))?;
+            // The database holds password hashes, the dir the secret and
+            // media: readable by the owner only.
+            restrict_permissions(dir, 0o700).await;
+            if let Some(file) = sqlite_file(&config.effective_database_url()) {
+                create_private(&file).await?;
+            }
+        }
+        let db = db::connect(
+            &config.effective_database_url(),
+            config.database.pool,
+            db_stats.clone(),
+        )
+        .await?;
+        db::migrate(&db).await?;
+        let events = EventBus::new(config.ws.event_buffer);
+        let media = Media {
+            store: MediaStore::open(&config, secret.as_bytes()).await?,
+            slots: Arc::new(Semaphore::new(config.media.max_concurrent_uploads as usize)),
+            stats: Arc::new(MediaStats::default()),
+            config: Arc::new(config.media.clone()),
+        };
+        let hashers = match config.auth.password_hashers {
+            // Half the cores: a flood of password checks from many
+            // addresses leaves the other half to everything else.
+            0 => (std::thread::available_parallelism().map_or(2, usize::from) / 2).max(1),
+            n => n,
+        };
+        let accounts = Accounts {
+            passwords: Arc::new(Passwords::new(hashers, config.auth.password_queue)),
+            attempts: Arc::new(Attempts::new(
+                config.auth.attempts_per_address,
+                config.auth.attempts_per_account,
+            )),
+            sessions: Arc::new(AliveSessions::default()),
+            tokens: Arc::new(TokenKeys::new(
+                secret.as_bytes(),
+                duration_millis(config.auth.token_ttl),
+            )),
+            events: events.clone(),
+        };
+        Ok(Self {
+            media,
+            accounts,
+            db,
+            cursors: Arc::new(Cursors::new(secret.as_bytes())),
+            query_conns: Arc::new(QueryConnections::new(config.database.pool)),
+            ids: Arc::new(IdGenerator::new(config.server.node_id)),
+            events,
+            config: Arc::new(config),
+            clock,
+            db_stats,
+        })
+    }
+}
+
+/// The configured JWT secret, or in embedded mode the one kept in the data
+/// dir (generated on first start). A server database needs it configured,
+/// the same on every instance ([`Config::validate`] says so).
+async fn jwt_secret(config: &Config) -> AppResult<String> {
+    if let Some(secret) = &config.auth.jwt_secret {
+        return Ok(secret.clone());
+    }
+    let dir = &config.server.data_dir;
+    let path = dir.join("jwt-secret");
+    match tokio::fs::read_to_string(&path).await {
+        Ok(s) if s.trim().len() >= 32 => Ok(s.trim().to_owned()),
+        _ => generate_secret(dir, &path).await,
+    }
+}
+
+async fn generate_secret(dir: &Path, path: &Path) -> AppResult<String> {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(|e| AppError::internal("creating the data dir", e))?;
+    tokio::fs::write(path, &secret)
+        .await
+        .map_err(|e| AppError::internal("writing the JWT secret", e))?;
+    restrict_permissions(path, 0o600).await;
+    Ok(secret)
+}
+
+/// The file of an SQLite URL (`sqlite://path?...`), unless in memory.
+fn sqlite_file(url: &str) -> Option<std::path::PathBuf> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next()?;
+    (!path.is_empty() && !path.contains(":memory:")).then(|| path.into())
+}
+
+/// Creates `file` empty and readable by its owner only, if it does not
+/// exist (SQLite gives its journal and WAL files the database file's mode);
+/// an existing file is made owner-only too.
+async fn create_private(file: &Path) -> AppResult<()> {
+    if tokio::fs::metadata(file).await.is_err() {
+        tokio::fs::File::create(file)
+            .await
+            .map_err(|e| AppError::internal("creating the database file", e))?;
+    }
+    restrict_permissions(file, 0o600).await;
+    Ok(())
+}
+
+#[cfg(unix)]
+async fn restrict_permissions(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = tokio::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).await;
+}
+
+#[cfg(not(unix))]
+async fn restrict_permissions(_path: &Path, _mode: u32) {}
