@@ -300,7 +300,8 @@ async fn marker_limits_and_truncation(app: &TestApp) {
 /// planner's statistics gathered), both map queries walk the grid-cell
 /// indexes for a city-sized box instead of scanning the tables.
 async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
-    use ephemera::db::{Dialect, Sql};
+    use ephemera::db::{Dialect, Sql, insert};
+    use ephemera::entity::{location, media, moment};
     use sea_orm::ConnectionTrait;
     let u = app.sign_up("planner").await;
     let db = &app.state.db;
@@ -313,28 +314,28 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
         "(CAST(x AS BIGINT) * 7919) % 170000 AS la, (CAST(x AS BIGINT) * 104729) % 360000 AS lo";
     let place = "la / 1000.0 - 85, lo / 1000.0 - 180, ((la + 5000) / 100) * 3600 + lo / 100";
     let author = &u.id;
-    for sql in [
-        format!(
-            "{} INSERT INTO media (id, owner_id, storage_key, content_type, byte_size, created_at, ready_at, attached_at) \
-             SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, 0, 0, 0 FROM g",
+    let rows = [
+        insert::select_into::<media::Entity>(Sql::new(&format!(
+            "{} SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL \
+             FROM g",
             series(20_000)
-        ),
-        format!(
-            "{} INSERT INTO locations (id, name, name_key, latitude, longitude, map_cell, created_at) \
-             SELECT 3000000 + x, 'p' || x, 'p' || x, {place}, 0 FROM (SELECT x, {spread} FROM g) s",
+        ))),
+        insert::select_into::<location::Entity>(Sql::new(&format!(
+            "{} SELECT 3000000 + x, 'p' || x, 'p' || x, {place}, 0, 0 FROM (SELECT x, {spread} FROM g) s",
             series(2_000)
-        ),
-        format!(
-            "{} INSERT INTO moments (id, author_id, media_id, latitude, longitude, map_cell, location_id, \
-               visibility, is_journaled, duration_hours, expires_at, created_at) \
-             SELECT 2000000 + x, {author}, 1000000 + x, {place}, \
-               CASE WHEN x % 2 = 0 THEN 3000001 + x % 2000 END, 'PUBLIC', FALSE, 24, {far}, x \
+        ))),
+        insert::select_into::<moment::Entity>(Sql::new(&format!(
+            "{} SELECT 2000000 + x, {author}, 1000000 + x, NULL, {place}, \
+               CASE WHEN x % 2 = 0 THEN 3000001 + x % 2000 END, 'PUBLIC', FALSE, 24, {far}, x, NULL, 0 \
              FROM (SELECT x, {spread} FROM g) s",
             series(20_000),
             far = i64::MAX / 2,
-        ),
-    ] {
-        db.execute_unprepared(&sql).await.expect("seed");
+        ))),
+    ];
+    for sql in rows {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
     }
     db.execute_unprepared(dialect.analyze())
         .await
