@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::seed::{BIN, Bench, Db};
+use crate::seed::{BIN, Bench};
 
 /// Both ways of draining the expired statuses.
 #[derive(Clone, Debug, Default)]
@@ -50,10 +50,7 @@ pub async fn measure(bench: &mut Bench, rows: u64, batch: u64, workers: u32) -> 
     bench.clear_expired().await;
 
     bench.seed_expired(rows).await;
-    let claim = match bench.db {
-        Db::Postgres => " FOR UPDATE SKIP LOCKED",
-        Db::Sqlite => "",
-    };
+    let claim = bench.dialect().skip_locked();
     let now = chrono::Utc::now().timestamp_millis();
     let delete = format!(
         "DELETE FROM statuses WHERE id IN (SELECT id FROM statuses WHERE expires_at <= {now} \

@@ -186,24 +186,15 @@ impl Bench {
 
     /// `FROM` source and `WITH` prefix of the integers `from..=to` as `g(i)`.
     fn series(&self, from: i64, to: i64) -> (String, String) {
-        match self.db {
-            Db::Postgres => (
-                String::new(),
-                format!("generate_series({from}::bigint, {to}::bigint) AS g(i)"),
-            ),
-            Db::Sqlite => (
-                format!(
-                    "WITH RECURSIVE g(i) AS (SELECT {from} UNION ALL SELECT i + 1 FROM g WHERE i < {to}) "
-                ),
-                "g".to_owned(),
-            ),
-        }
+        let (cte, from) = self.dialect().integers("g", "i", from, to);
+        (with_recursive(&[cte]), from)
     }
 
     async fn seed_accounts(&self) {
         let users = i64::try_from(self.users).expect("users");
         let now = self.now;
         let (with, from) = self.series(1, users);
+        let (cte_g, _) = self.dialect().integers("g", "i", 1, users);
         self.insert::<user::Entity>(format!(
             "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now} FROM {from}"
         ))
@@ -215,21 +206,8 @@ impl Bench {
             .await;
         // Friends at i + k * step for k = 1..25, so everyone has 50.
         let step = (users / 51).max(1);
-        let (with_k, from_k) = match self.db {
-            Db::Postgres => (
-                String::new(),
-                "generate_series(1::bigint, 25::bigint) AS f(k)".to_owned(),
-            ),
-            Db::Sqlite => (
-                ", f(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM f WHERE k < 25) ".to_owned(),
-                "f".to_owned(),
-            ),
-        };
-        let with = if with.is_empty() {
-            with
-        } else {
-            format!("{}{with_k}", with.trim_end())
-        };
+        let (cte_k, from_k) = self.dialect().integers("f", "k", 1, 25);
+        let with = with_recursive(&[cte_g, cte_k]);
         self.exec(
             &format!(
                 "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
@@ -444,5 +422,15 @@ fn absolute(path: PathBuf) -> PathBuf {
         path
     } else {
         std::env::current_dir().expect("cwd").join(path)
+    }
+}
+
+/// `WITH RECURSIVE a, b ` for the entries that are there (none: nothing).
+fn with_recursive(ctes: &[Option<String>]) -> String {
+    let ctes: Vec<&str> = ctes.iter().flatten().map(String::as_str).collect();
+    if ctes.is_empty() {
+        String::new()
+    } else {
+        format!("WITH RECURSIVE {} ", ctes.join(", "))
     }
 }

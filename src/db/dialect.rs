@@ -16,6 +16,7 @@
 //! | [`join_in_written_order`](Dialect::join_in_written_order) | `CROSS JOIN` | `JOIN` |
 //! | [`cell_ranges`](Dialect::cell_ranges) | a join with `VALUES` | an `OR` of ranges |
 //! | [`merge_newest`](Dialect::merge_newest) | a compound `SELECT` | `UNION ALL` of limited arms |
+//! | [`integers`](Dialect::integers) | a recursive `WITH` | `generate_series` |
 //! | [`least`](Dialect::least), [`greatest`](Dialect::greatest) | `MIN(a, b)`, `MAX(a, b)` | `LEAST`, `GREATEST` |
 //! | [`analyze`](Dialect::analyze) | `ANALYZE` | `VACUUM ANALYZE` |
 //! | [`explain`](Dialect::explain) | `EXPLAIN QUERY PLAN` | `EXPLAIN` |
@@ -255,6 +256,24 @@ impl Dialect {
         match self {
             Dialect::Sqlite => format!("MAX({a}, {b})"),
             Dialect::Postgres => format!("GREATEST({a}, {b})"),
+        }
+    }
+
+    /// The integers `from..=to` as a table `name(col)`: the entry of a `WITH
+    /// RECURSIVE` clause it needs, if any (SQLite counts with one), and the
+    /// `FROM` source (PostgreSQL has `generate_series`). For seeding.
+    pub fn integers(self, name: &str, col: &str, from: i64, to: i64) -> (Option<String>, String) {
+        match self {
+            Dialect::Sqlite => (
+                Some(format!(
+                    "{name}({col}) AS (SELECT {from} UNION ALL SELECT {col} + 1 FROM {name} WHERE {col} < {to})"
+                )),
+                name.to_owned(),
+            ),
+            Dialect::Postgres => (
+                None,
+                format!("generate_series({from}::bigint, {to}::bigint) AS {name}({col})"),
+            ),
         }
     }
 
@@ -506,8 +525,8 @@ mod tests {
         assert_eq!(
             Postgres.merge_newest(arms(), "m", 5).build(Postgres).sql,
             "SELECT * FROM ((SELECT m.* FROM a m ORDER BY m.created_at DESC, m.id DESC LIMIT $1) \
-             UNION ALL (SELECT m.* FROM b m ORDER BY m.created_at DESC, m.id DESC LIMIT $2)) u \
-             ORDER BY u.created_at DESC, u.id DESC LIMIT $3"
+             UNION ALL (SELECT m.* FROM b m ORDER BY m.created_at DESC, m.id DESC LIMIT $1)) u \
+             ORDER BY u.created_at DESC, u.id DESC LIMIT $1"
         );
     }
 
@@ -517,6 +536,43 @@ mod tests {
         assert_eq!(Postgres.least("a", "b"), "LEAST(a, b)");
         assert_eq!(Sqlite.greatest("a", "b"), "MAX(a, b)");
         assert_eq!(Postgres.greatest("a", "b"), "GREATEST(a, b)");
+    }
+
+    #[test]
+    fn counting() {
+        assert_eq!(
+            Sqlite.integers("g", "i", 1, 3),
+            (
+                Some("g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < 3)".into()),
+                "g".into()
+            )
+        );
+        assert_eq!(
+            Postgres.integers("g", "i", 1, 3),
+            (None, "generate_series(1::bigint, 3::bigint) AS g(i)".into())
+        );
+    }
+
+    #[test]
+    fn pools_and_held_connections() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let stats = Arc::new(crate::db::DbStats::default());
+            let db = crate::db::connect("sqlite::memory:", 3, stats)
+                .await
+                .unwrap();
+            assert_eq!(Dialect::of(&db), Sqlite);
+            assert_eq!(Sqlite.pool_size(&db), 3);
+            let mut held = Held::detach(&db).await.unwrap();
+            held.ping().await.unwrap();
+            let one = Sql::new("SELECT ").bind(1i64).push(" AS n").build(Sqlite);
+            assert_eq!(held.fetch_all(&one).await.unwrap().len(), 1);
+            assert!(held.fetch_optional(&one).await.unwrap().is_some());
+            held.close().await.unwrap();
+        });
     }
 
     #[test]

@@ -19,6 +19,8 @@
 //! assert_eq!(q.build(Dialect::Sqlite).sql, "SELECT s.id FROM statuses s WHERE s.author_id = ?1 AND s.expires_at > ?2");
 //! ```
 
+use std::collections::HashMap;
+
 use sea_orm::{Statement, Value, Values};
 
 use super::Dialect;
@@ -101,23 +103,65 @@ impl Sql {
     }
 
     /// The statement for `dialect`: each placeholder numbered in order, as
-    /// the dialect writes it.
+    /// the dialect writes it. A value bound more than once (the viewer, the
+    /// time, a box's edges in each arm of the map's query) is sent once and
+    /// its number written at each place: the drivers' cost grows with the
+    /// values sent (sqlx looks each SQLite parameter up by name), and the
+    /// map's statement binds its box in every cell's arm.
     pub fn build(&self, dialect: Dialect) -> Statement {
-        let mut sql = String::with_capacity(self.text.len() + 2 * self.values.len());
-        let mut n = 0;
-        for c in self.text.chars() {
-            if c == BIND {
-                n += 1;
-                sql.push_str(&dialect.placeholder(n));
-            } else {
-                sql.push(c);
-            }
+        let mut sql = String::with_capacity(self.text.len() + 3 * self.values.len());
+        let mut sent: Vec<Value> = Vec::with_capacity(self.values.len());
+        let mut numbers: HashMap<Same<'_>, usize> = HashMap::new();
+        let mut values = self.values.iter();
+        let mut rest = self.text.as_str();
+        while let Some(at) = rest.find(BIND) {
+            sql.push_str(&rest[..at]);
+            rest = &rest[at + BIND.len_utf8()..];
+            let Some(value) = values.next() else {
+                break;
+            };
+            let n = match Same::of(value) {
+                Some(key) => *numbers.entry(key).or_insert_with(|| {
+                    sent.push(value.clone());
+                    sent.len()
+                }),
+                None => {
+                    sent.push(value.clone());
+                    sent.len()
+                }
+            };
+            sql.push_str(&dialect.placeholder(n));
         }
+        sql.push_str(rest);
         Statement {
             sql,
-            values: Some(Values(self.values.clone())),
+            values: Some(Values(sent)),
             db_backend: dialect.backend(),
         }
+    }
+}
+
+/// A bound value by which two binds are known to be the same (type and
+/// value); other values are sent once per bind.
+#[derive(Hash, PartialEq, Eq)]
+enum Same<'a> {
+    I64(i64),
+    I32(i32),
+    F64(u64),
+    Bool(bool),
+    Str(&'a str),
+}
+
+impl<'a> Same<'a> {
+    fn of(value: &'a Value) -> Option<Self> {
+        Some(match value {
+            Value::BigInt(Some(v)) => Same::I64(*v),
+            Value::Int(Some(v)) => Same::I32(*v),
+            Value::Double(Some(v)) => Same::F64(v.to_bits()),
+            Value::Bool(Some(v)) => Same::Bool(*v),
+            Value::String(Some(v)) => Same::Str(v.as_str()),
+            _ => return None,
+        })
     }
 }
 
@@ -153,11 +197,51 @@ mod tests {
 
     #[test]
     fn sqlite_numbers_binds_in_order() {
-        let q = Sql::join([fragment(), fragment()], " OR ").parens();
+        let other = Sql::new("a = ")
+            .bind(4i64)
+            .push(" AND b IN (")
+            .list([5i64, 6])
+            .push(")");
+        let q = Sql::join([fragment(), other], " OR ").parens();
         assert_eq!(
             q.build(Dialect::Sqlite).sql,
             "(a = ?1 AND b IN (?2, ?3) OR a = ?4 AND b IN (?5, ?6))"
         );
+    }
+
+    #[test]
+    fn a_value_bound_twice_is_sent_once() {
+        let q = Sql::new("a = ")
+            .bind(7i64)
+            .push(" AND b = ")
+            .bind(7i32)
+            .push(" AND c = ")
+            .bind(7i64)
+            .push(" AND d = ")
+            .bind("x")
+            .push(" AND e = ")
+            .bind("x")
+            .push(" AND f = ")
+            .bind(Option::<i64>::None)
+            .push(" AND g = ")
+            .bind(Option::<i64>::None);
+        let s = q.build(Dialect::Postgres);
+        assert_eq!(
+            s.sql,
+            "a = $1 AND b = $2 AND c = $1 AND d = $3 AND e = $3 AND f = $4 AND g = $5"
+        );
+        let sent = s.values.map(|v| v.0).unwrap_or_default();
+        assert_eq!(
+            sent,
+            vec![
+                Value::from(7i64),
+                Value::from(7i32),
+                Value::from("x"),
+                Value::BigInt(None),
+                Value::BigInt(None)
+            ]
+        );
+        assert_eq!(q.build(Dialect::Sqlite).sql.matches("?1").count(), 2);
     }
 
     #[test]
