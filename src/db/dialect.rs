@@ -76,9 +76,32 @@ impl Dialect {
 
     /// The `n`th placeholder (from 1).
     pub fn placeholder(self, n: usize) -> String {
-        match self {
-            Dialect::Sqlite => format!("?{n}"),
-            Dialect::Postgres => format!("${n}"),
+        let mut out = String::new();
+        self.write_placeholder(&mut out, n);
+        out
+    }
+
+    /// Appends the `n`th placeholder (from 1) to `out`.
+    pub fn write_placeholder(self, out: &mut String, n: usize) {
+        out.push(match self {
+            Dialect::Sqlite => '?',
+            Dialect::Postgres => '$',
+        });
+        // The digits by hand: a statement can hold hundreds of binds, and
+        // `write!` costs more than the rest of building it.
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        let mut n = n;
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for &d in &digits[i..] {
+            out.push(char::from(d));
         }
     }
 
@@ -223,18 +246,17 @@ impl Dialect {
     pub fn merge_newest(self, arms: Vec<Sql>, a: &str, limit: i64) -> Sql {
         match self {
             Dialect::Postgres => {
-                let arms = arms.into_iter().map(|arm| {
-                    Sql::new("(")
+                let order = format!(" ORDER BY {a}.created_at DESC, {a}.id DESC LIMIT ");
+                let mut out = Sql::new("SELECT * FROM (");
+                for (i, arm) in arms.into_iter().enumerate() {
+                    out = out
+                        .push(if i == 0 { "(" } else { " UNION ALL (" })
                         .append(arm)
-                        .push(&format!(
-                            " ORDER BY {a}.created_at DESC, {a}.id DESC LIMIT "
-                        ))
+                        .push(&order)
                         .bind(limit)
-                        .push(")")
-                });
-                Sql::new("SELECT * FROM (")
-                    .append(Sql::join(arms, " UNION ALL "))
-                    .push(") u ORDER BY u.created_at DESC, u.id DESC LIMIT ")
+                        .push(")");
+                }
+                out.push(") u ORDER BY u.created_at DESC, u.id DESC LIMIT ")
                     .bind(limit)
             }
             Dialect::Sqlite => Sql::join(arms, " UNION ALL ")
@@ -429,6 +451,8 @@ mod tests {
     fn placeholders() {
         assert_eq!(Sqlite.placeholder(3), "?3");
         assert_eq!(Postgres.placeholder(3), "$3");
+        assert_eq!(Postgres.placeholder(10), "$10");
+        assert_eq!(Sqlite.placeholder(65535), "?65535");
     }
 
     #[test]

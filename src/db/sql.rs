@@ -20,6 +20,7 @@
 //! ```
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use sea_orm::{Statement, Value, Values};
 
@@ -39,7 +40,11 @@ pub struct Sql {
 impl Sql {
     /// A fragment of plain SQL text (no values yet).
     pub fn new(text: &str) -> Self {
-        Self::default().push(text)
+        debug_assert!(!text.contains(BIND), "SQL text holds the bind marker");
+        Self {
+            text: text.to_owned(),
+            values: Vec::new(),
+        }
     }
 
     /// Appends plain SQL text.
@@ -58,6 +63,9 @@ impl Sql {
 
     /// Appends another fragment, its values after these.
     pub fn append(mut self, other: Sql) -> Self {
+        if self.text.is_empty() && self.values.is_empty() {
+            return other;
+        }
         self.text.push_str(&other.text);
         self.values.extend(other.values);
         self
@@ -111,7 +119,8 @@ impl Sql {
     pub fn build(&self, dialect: Dialect) -> Statement {
         let mut sql = String::with_capacity(self.text.len() + 3 * self.values.len());
         let mut sent: Vec<Value> = Vec::with_capacity(self.values.len());
-        let mut numbers: HashMap<Same<'_>, usize> = HashMap::new();
+        let mut numbers: HashMap<Same<'_>, usize, BuildHasherDefault<Fnv>> =
+            HashMap::with_capacity_and_hasher(self.values.len(), BuildHasherDefault::default());
         let mut values = self.values.iter();
         let mut rest = self.text.as_str();
         while let Some(at) = rest.find(BIND) {
@@ -130,7 +139,7 @@ impl Sql {
                     sent.len()
                 }
             };
-            sql.push_str(&dialect.placeholder(n));
+            dialect.write_placeholder(&mut sql, n);
         }
         sql.push_str(rest);
         Statement {
@@ -138,6 +147,30 @@ impl Sql {
             values: Some(Values(sent)),
             db_backend: dialect.backend(),
         }
+    }
+}
+
+/// FNV-1a: a few small keys per statement, hashed on the request path
+/// (SipHash cost more than the rest of building a large statement).
+#[derive(Default)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
     }
 }
 

@@ -92,15 +92,17 @@ fn standalone_by_cell(
     fetch: i64,
     now: Millis,
 ) -> Sql {
+    // Every arm but its cell is the same: built once, copied into each.
+    let rest = Sql::new(" AND m.location_id IS NULL AND m.deleted_at IS NULL AND ")
+        .append(edges("m", bbox))
+        .push(" AND ")
+        .append(readable("m", now, viewer));
     let arms = cells
         .iter()
         .map(|&cell| {
             Sql::new("SELECT m.* FROM moments m WHERE m.map_cell = ")
                 .bind(cell)
-                .push(" AND m.location_id IS NULL AND m.deleted_at IS NULL AND ")
-                .append(edges("m", bbox))
-                .push(" AND ")
-                .append(readable("m", now, viewer))
+                .append(rest.clone())
         })
         .collect();
     dialect.merge_newest(arms, "m", fetch)
