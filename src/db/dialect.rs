@@ -4,7 +4,7 @@
 //!
 //! | method | SQLite | PostgreSQL |
 //! |---|---|---|
-//! | [`placeholder`](Dialect::placeholder) | `?1` | `$1` |
+//! | [`write_placeholder`](Dialect::write_placeholder) | `?1` | `$1` |
 //! | [`is_embedded`](Dialect::is_embedded) | a file in the data dir, one instance | a server, many instances |
 //! | [`for_update`](Dialect::for_update), [`skip_locked`](Dialect::skip_locked) | nothing (one writer serialises) | `FOR UPDATE [SKIP LOCKED]` |
 //! | [`lock_first`](Dialect::lock_first) | no statement (the first write locks) | `SELECT ... FOR UPDATE` |
@@ -72,13 +72,6 @@ impl Dialect {
             Dialect::Sqlite => DbBackend::Sqlite,
             Dialect::Postgres => DbBackend::Postgres,
         }
-    }
-
-    /// The `n`th placeholder (from 1).
-    pub fn placeholder(self, n: usize) -> String {
-        let mut out = String::new();
-        self.write_placeholder(&mut out, n);
-        out
     }
 
     /// Appends the `n`th placeholder (from 1) to `out`.
@@ -449,10 +442,15 @@ mod tests {
 
     #[test]
     fn placeholders() {
-        assert_eq!(Sqlite.placeholder(3), "?3");
-        assert_eq!(Postgres.placeholder(3), "$3");
-        assert_eq!(Postgres.placeholder(10), "$10");
-        assert_eq!(Sqlite.placeholder(65535), "?65535");
+        let placeholder = |d: Dialect, n| {
+            let mut out = String::new();
+            d.write_placeholder(&mut out, n);
+            out
+        };
+        assert_eq!(placeholder(Sqlite, 3), "?3");
+        assert_eq!(placeholder(Postgres, 3), "$3");
+        assert_eq!(placeholder(Postgres, 10), "$10");
+        assert_eq!(placeholder(Sqlite, 65535), "?65535");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use sea_orm::sqlx::{
 };
 use sea_orm::{
     ConnectOptions, ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, DbErr,
-    ExecResult, FromQueryResult, RuntimeErr, Statement, TransactionTrait,
+    FromQueryResult, RuntimeErr, Statement, TransactionTrait,
 };
 
 use crate::error::{AppError, AppResult};
@@ -227,13 +227,8 @@ pub async fn fetch_one<T: FromQueryResult, C: ConnectionTrait>(
 
 /// Runs a statement and returns the rows it affected.
 pub async fn execute<C: ConnectionTrait>(db: &C, sql: Sql) -> AppResult<u64> {
-    Ok(execute_raw(db, sql).await?.rows_affected())
-}
-
-/// Runs a statement, giving back SeaORM's own error (for callers that tell
-/// one constraint violation from another).
-pub async fn execute_raw<C: ConnectionTrait>(db: &C, sql: Sql) -> Result<ExecResult, DbErr> {
-    db.execute_raw(sql.build(Dialect::of(db))).await
+    let done = db.execute_raw(sql.build(Dialect::of(db))).await?;
+    Ok(done.rows_affected())
 }
 
 /// Whether `err` says the connection is gone (the database restarted or

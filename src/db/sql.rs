@@ -100,16 +100,6 @@ impl Sql {
         Sql::new("(").append(self).push(")")
     }
 
-    /// How many values are bound.
-    pub fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    /// Whether no value is bound.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
     /// The statement for `dialect`: each placeholder numbered in order, as
     /// the dialect writes it. A value bound more than once (the viewer, the
     /// time, a box's edges in each arm of the map's query) is sent once and
@@ -198,12 +188,6 @@ impl<'a> Same<'a> {
     }
 }
 
-impl From<&str> for Sql {
-    fn from(text: &str) -> Self {
-        Sql::new(text)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,7 +209,6 @@ mod tests {
         let s = q.build(Dialect::Postgres);
         assert_eq!(s.sql, "SELECT x WHERE a = $1 AND b IN ($2, $3) AND c = $4");
         assert_eq!(s.values.map(|v| v.0.len()), Some(4));
-        assert_eq!(q.len(), 4);
     }
 
     #[test]
@@ -279,9 +262,9 @@ mod tests {
 
     #[test]
     fn text_alone_binds_nothing() {
-        let q = Sql::from("SELECT 1");
-        assert!(q.is_empty());
-        assert_eq!(q.build(Dialect::Postgres).sql, "SELECT 1");
+        let q = Sql::new("SELECT 1").build(Dialect::Postgres);
+        assert_eq!(q.sql, "SELECT 1");
+        assert_eq!(q.values.map(|v| v.0.len()), Some(0));
         assert_eq!(Sql::new("").list(Vec::<i64>::new()), Sql::default());
     }
 }
