@@ -43,6 +43,26 @@ pub enum Command {
         #[command(subcommand)]
         command: JobsCommand,
     },
+    /// Manage accounts.
+    Users {
+        #[command(subcommand)]
+        command: UsersCommand,
+    },
+}
+
+/// `ephemera users ...`
+#[derive(Debug, Subcommand)]
+pub enum UsersCommand {
+    /// Make an account a moderator (it may page through reports, take content down, suspend accounts).
+    GrantModerator {
+        /// The account's username (any case).
+        username: String,
+    },
+    /// Take the moderator role back.
+    RevokeModerator {
+        /// The account's username (any case).
+        username: String,
+    },
 }
 
 /// `ephemera jobs ...`

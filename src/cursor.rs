@@ -29,6 +29,12 @@ pub enum CursorKind {
     UserMoments = 7,
     LocationMoments = 8,
     MomentLiker = 9,
+    CloseFriend = 10,
+    HiddenFrom = 11,
+    Muted = 12,
+    Blocked = 13,
+    Report = 14,
+    Notice = 15,
 }
 
 /// One list a cursor belongs to: its kind and whose it is (the author of a

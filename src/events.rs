@@ -4,8 +4,8 @@
 //! memory stays bounded. Everything goes through [`EventBus`], so a
 //! cross-instance transport can replace the channel without touching callers.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures_util::{Stream, StreamExt};
 use tokio::sync::{OnceCell, broadcast};
@@ -21,31 +21,83 @@ pub enum Event {
     StatusCreated(Arc<StatusCreated>),
 }
 
-/// A status just posted, and its author's friends, looked up once for all
-/// the subscribers that ask (`statusCreated(scope: FRIENDS)`): one query per
-/// status, however many subscribers there are.
+/// For each viewer asked, whether a status is for them: `None` if they may
+/// not see it, `Some(in_friends)` if they may (`in_friends`: the author is
+/// the viewer or a friend, what a `FRIENDS` scope keeps).
+pub type Verdicts = HashMap<i64, Option<bool>>;
+
+/// A status just posted, and whom it is for among the viewers subscribed
+/// when the first subscriber asks: decided once for all of them (a few
+/// statements per status, however many subscribers there are).
 #[derive(Debug)]
 pub struct StatusCreated {
     pub status: Arc<status::Model>,
-    author_friends: OnceCell<HashSet<i64>>,
+    verdicts: OnceCell<Verdicts>,
 }
 
 impl StatusCreated {
     pub fn new(status: status::Model) -> Self {
         Self {
             status: Arc::new(status),
-            author_friends: OnceCell::new(),
+            verdicts: OnceCell::new(),
         }
     }
 
-    /// The author's accepted friends: loaded by `load` for the first
-    /// subscriber that asks (the others wait for it), kept for the rest. A
-    /// failed load is not kept; the next subscriber tries again.
-    pub async fn author_friends<F>(&self, load: impl FnOnce() -> F) -> AppResult<&HashSet<i64>>
+    /// The verdicts: loaded by `load` for the first subscriber that asks
+    /// (the others wait for it), kept for the rest. A failed load is not
+    /// kept; the next subscriber tries again. A viewer who subscribed after
+    /// they were loaded is not in them.
+    pub async fn verdicts<F>(&self, load: impl FnOnce() -> F) -> AppResult<&Verdicts>
     where
-        F: Future<Output = AppResult<HashSet<i64>>>,
+        F: Future<Output = AppResult<Verdicts>>,
     {
-        self.author_friends.get_or_try_init(load).await
+        self.verdicts.get_or_try_init(load).await
+    }
+}
+
+/// Which viewers (0: anonymous) are subscribed on this instance, and how
+/// many subscriptions each holds.
+#[derive(Clone, Debug, Default)]
+pub struct Watchers(Arc<Mutex<HashMap<i64, usize>>>);
+
+impl Watchers {
+    /// Counts a subscription of `viewer` until the returned guard drops.
+    pub fn watch(&self, viewer: i64) -> Watching {
+        if let Ok(mut w) = self.0.lock() {
+            *w.entry(viewer).or_default() += 1;
+        }
+        Watching {
+            watchers: self.clone(),
+            viewer,
+        }
+    }
+
+    /// The viewers subscribed now.
+    pub fn viewers(&self) -> Vec<i64> {
+        self.0
+            .lock()
+            .map(|w| w.keys().copied().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// One subscription's place among the [`Watchers`].
+#[derive(Debug)]
+pub struct Watching {
+    watchers: Watchers,
+    viewer: i64,
+}
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.watchers.0.lock()
+            && let Some(n) = w.get_mut(&self.viewer)
+        {
+            *n -= 1;
+            if *n == 0 {
+                w.remove(&self.viewer);
+            }
+        }
     }
 }
 
@@ -65,6 +117,8 @@ pub struct EventBus {
     sender: broadcast::Sender<Event>,
     /// Sessions that ended, for the open websockets that stand on them.
     ended: broadcast::Sender<Ended>,
+    /// Who is subscribed.
+    pub watchers: Watchers,
 }
 
 impl EventBus {
@@ -72,7 +126,11 @@ impl EventBus {
     pub fn new(capacity: usize) -> Self {
         let (sender, _) = broadcast::channel(capacity.max(1));
         let (ended, _) = broadcast::channel(1024);
-        Self { sender, ended }
+        Self {
+            sender,
+            ended,
+            watchers: Watchers::default(),
+        }
     }
 
     /// Tells this instance's open websockets that sessions are over.
@@ -125,7 +183,24 @@ mod tests {
             bg_color: None,
             created_at: 0,
             expires_at: 1,
+            audience: "PUBLIC".into(),
         })))
+    }
+
+    #[test]
+    fn watchers_count_subscriptions() {
+        let w = Watchers::default();
+        let a = w.watch(5);
+        let b = w.watch(5);
+        let c = w.watch(0);
+        let mut v = w.viewers();
+        v.sort_unstable();
+        assert_eq!(v, vec![0, 5]);
+        drop(a);
+        drop(c);
+        assert_eq!(w.viewers(), vec![5]);
+        drop(b);
+        assert!(w.viewers().is_empty());
     }
 
     #[tokio::test]

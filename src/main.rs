@@ -8,7 +8,7 @@ use tokio::sync::watch;
 
 use ephemera::app::{App, AppState};
 use ephemera::clock::Clock;
-use ephemera::config::{Cli, Command, JobsCommand};
+use ephemera::config::{Cli, Command, JobsCommand, UsersCommand};
 use ephemera::error::AppError;
 use ephemera::{graphql, jobs};
 
@@ -72,6 +72,21 @@ async fn run(cli: Cli) -> Result<(), AppError> {
         } => {
             let state = AppState::connect(config, Clock::system()).await?;
             println!("{}", jobs::run_by_name(&state, name).await?);
+            Ok(())
+        }
+        Command::Users { command } => {
+            let state = AppState::connect(config, Clock::system()).await?;
+            let (name, on) = match &command {
+                UsersCommand::GrantModerator { username } => (username, true),
+                UsersCommand::RevokeModerator { username } => (username, false),
+            };
+            ephemera::domain::moderation::set_moderator(&state.db, name, on).await?;
+            let done = if on {
+                "is now a moderator"
+            } else {
+                "is no longer a moderator"
+            };
+            println!("{name} {done}");
             Ok(())
         }
     }

@@ -42,6 +42,7 @@ mod m20261129_000002_media_lifecycle;
 mod m20261129_000003_moments;
 mod m20261129_000004_map_counts;
 mod m20261201_000005_sessions;
+mod m20261202_000006_safety;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -55,6 +56,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000003_moments::Migration),
             Box::new(m20261129_000004_map_counts::Migration),
             Box::new(m20261201_000005_sessions::Migration),
+            Box::new(m20261202_000006_safety::Migration),
         ]
     }
 }

@@ -56,14 +56,14 @@ mod tests {
     fn columns_come_from_the_entity() {
         assert_eq!(
             columns::<status::Entity>(),
-            "id, author_id, media_id, caption, bg_color, created_at, expires_at"
+            "id, author_id, media_id, caption, bg_color, created_at, expires_at, audience"
         );
         let sql =
             select_into::<status::Entity>(Sql::new("SELECT * FROM old WHERE id > ").bind(1i64));
         assert_eq!(
             sql.build(Dialect::Postgres).sql,
             "INSERT INTO statuses (id, author_id, media_id, caption, bg_color, created_at, \
-             expires_at) SELECT * FROM old WHERE id > $1"
+             expires_at, audience) SELECT * FROM old WHERE id > $1"
         );
     }
 }

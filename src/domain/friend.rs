@@ -59,12 +59,14 @@ fn pair(a: i64, b: i64) -> (i64, i64) {
     if a < b { (a, b) } else { (b, a) }
 }
 
-/// Checks the other side of a friend mutation: not yourself, and a user that exists.
+/// Checks the other side of a friend mutation: not yourself, and a user the
+/// viewer may see (one who blocked the viewer, or whom the viewer blocked,
+/// or a suspended account, is not found).
 async fn check_other(db: &DatabaseConnection, viewer: i64, other: i64) -> AppResult<()> {
     if viewer == other {
         return Err(AppError::bad_input("you cannot befriend yourself"));
     }
-    if user::find_by_id(db, other).await?.is_none() {
+    if !user::is_visible(db, viewer, other).await? {
         return Err(AppError::not_found("user not found"));
     }
     Ok(())
@@ -136,16 +138,26 @@ pub async fn remove(
     other: i64,
 ) -> AppResult<FriendshipState> {
     check_other(db, viewer, other).await?;
-    let (low, high) = pair(viewer, other);
+    let txn = db::begin(db).await?;
+    end_between(&txn, viewer, other).await?;
+    txn.commit().await?;
+    Ok(FriendshipState::None)
+}
+
+/// Ends whatever stands between two users in the friend graph: the
+/// friendship or a pending request, and each one's place on the other's
+/// close-friends list.
+pub async fn end_between<C: ConnectionTrait>(txn: &C, a: i64, b: i64) -> AppResult<()> {
+    let (low, high) = pair(a, b);
     db::execute(
-        db,
+        txn,
         Sql::new("DELETE FROM friendships WHERE low_id = ")
             .bind(low)
             .push(" AND high_id = ")
             .bind(high),
     )
     .await?;
-    Ok(FriendshipState::None)
+    super::safety::forget_close(txn, a, b).await
 }
 
 /// How `viewer` stands with each of `others` (the friendship loader's query).
@@ -216,10 +228,12 @@ struct IdRow {
     id: i64,
 }
 
-/// A page of `user`'s accepted friends, most recent friendship first.
+/// A page of `user`'s accepted friends whom `viewer` may see, most recent
+/// friendship first.
 pub async fn friends_page<C: ConnectionTrait>(
     db: &C,
     user: i64,
+    viewer: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
     let sql = Sql::new(&format!(
@@ -232,7 +246,11 @@ pub async fn friends_page<C: ConnectionTrait>(
          SELECT low_id AS friend_id, accepted_at FROM friendships WHERE high_id = ",
     )
     .bind(user)
-    .push(" AND accepted_at IS NOT NULL) f JOIN users u ON u.id = f.friend_id WHERE 1 = 1")
+    .push(" AND accepted_at IS NOT NULL) f JOIN users u ON u.id = f.friend_id WHERE ")
+    .append(visibility::visible_person(
+        "u.id",
+        visibility::Who::User(viewer),
+    ))
     .append(q.bounds("f.accepted_at", "u.id"));
     Ok(keyed_page(q, db::fetch_all(db, sql).await?))
 }
@@ -252,7 +270,11 @@ pub async fn incoming_page<C: ConnectionTrait>(
     .bind(viewer)
     .push(") AND f.requester_id <> ")
     .bind(viewer)
-    .push(" AND f.accepted_at IS NULL")
+    .push(" AND f.accepted_at IS NULL AND ")
+    .append(visibility::visible_person(
+        "u.id",
+        visibility::Who::User(viewer),
+    ))
     .append(q.bounds("f.created_at", "u.id"));
     Ok(keyed_page(q, db::fetch_all(db, sql).await?))
 }

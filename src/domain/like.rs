@@ -15,6 +15,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 use super::moment::readable;
 use super::page::{Page, PageQuery};
 use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
+use super::visibility::{Reach, Who, visible_person};
 use crate::clock::Millis;
 use crate::db::{self, Sql};
 use crate::entity::{moment, moment_like};
@@ -49,7 +50,7 @@ pub async fn change(
         Sql::new("UPDATE moments SET likes_count = likes_count WHERE id = ")
             .bind(id)
             .push(" AND ")
-            .append(readable("moments", now, viewer))
+            .append(readable("moments", now, viewer, Reach::Direct))
             .push(" RETURNING *"),
     )
     .await?;
@@ -100,7 +101,10 @@ pub async fn change(
         m.likes_count += delta;
     }
     txn.commit().await?;
-    Ok(m)
+    // As the liker reads it (without the likes of people they may not see).
+    Ok(super::moment::find_readable(db, Some(viewer), id, now)
+        .await?
+        .unwrap_or(m))
 }
 
 /// Which of `moment_ids` `viewer` likes.
@@ -124,10 +128,12 @@ pub async fn liked_by<C: ConnectionTrait>(
     Ok(rows.into_iter().map(|r| r.moment_id).collect())
 }
 
-/// A page of the people who like a moment, most recent first.
+/// A page of the people who like a moment whom `viewer` (its author) may
+/// see, most recent first.
 pub async fn likers_page<C: ConnectionTrait>(
     db: &C,
     moment_id: i64,
+    viewer: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
     let sql = Sql::new(&format!(
@@ -135,6 +141,8 @@ pub async fn likers_page<C: ConnectionTrait>(
          JOIN users u ON u.id = l.user_id WHERE l.moment_id = "
     ))
     .bind(moment_id)
+    .push(" AND ")
+    .append(visible_person("l.user_id", Who::User(viewer)))
     .append(q.bounds("l.created_at", "u.id"));
     let rows: Vec<KeyedProfile> = db::fetch_all(db, sql).await?;
     Ok(keyed_page(q, rows))

@@ -21,7 +21,7 @@ use sea_orm::{ConnectionTrait, FromQueryResult};
 
 use super::expiry::live_moment;
 use super::geo::{distance_m, latitude_span, map_cell, validate_point};
-use super::visibility::friend_ids;
+use super::visibility::{Content, Reach, Who, friend_ids, not_excluded};
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql, insert};
 use crate::entity::location;
@@ -122,7 +122,7 @@ fn seen_by(l: &str, now: Millis, viewer: i64) -> Sql {
     Sql::new(&format!(
         "EXISTS (SELECT 1 FROM moments v WHERE v.location_id = {l}.id AND "
     ))
-    .append(super::moment::readable("v", now, viewer))
+    .append(super::moment::readable("v", now, viewer, Reach::Direct))
     .push(")")
 }
 
@@ -239,7 +239,9 @@ struct FriendRow {
 /// - PUBLIC ones from the `public_moments` counter (not-deleted PUBLIC
 ///   moments, kept by every write in the same transaction) less those that
 ///   have expired but that the expiry job has not soft-deleted yet (a walk of
-///   the expiry index over at most a few minutes of expiries);
+///   the expiry index over at most a few minutes of expiries) and less those
+///   of authors the viewer may not see (`visibility::excluded`: walked from
+///   those few authors' moments);
 /// - FRIENDS_ONLY ones of the viewer and their friends, walked from those
 ///   authors' moments.
 ///
@@ -257,15 +259,19 @@ where
 {
     let dialect = Dialect::of(db);
     let (from, cond) = filter();
+    let who = Who::User(viewer.unwrap_or(0));
+    let shown = |col: &str| not_excluded(col, who, Content::Moment, Reach::List);
     let public: Vec<PublicRow> = db::fetch_all(
         db,
         Sql::new(
             "SELECT l.id, l.name, l.name_key, l.latitude, l.longitude, l.map_cell, l.created_at, \
-               l.public_moments, COALESCE(e.n, 0) AS n, \
+               l.public_moments, COALESCE(e.n, 0) + COALESCE(h.n, 0) AS n, \
                (SELECT y.created_at FROM moments y WHERE y.location_id = l.id \
                   AND y.visibility = 'PUBLIC' AND ",
         )
         .append(live_moment("y", now))
+        .push(" AND ")
+        .append(shown("y.author_id"))
         .push(" ORDER BY y.created_at DESC LIMIT 1) AS latest FROM ")
         .append(from)
         // Without range statistics SQLite cannot tell that few moments have
@@ -276,9 +282,15 @@ where
             dialect.index_hint("moments_expiry")
         ))
         .bind(now)
+        .push(" AND x.location_id IS NOT NULL AND x.visibility = 'PUBLIC' AND ")
+        .append(shown("x.author_id"))
+        // The counted moments of authors the viewer may not see, read from
+        // those authors' moments (suspended accounts, blocks, mutes).
+        .push(" GROUP BY x.location_id) e ON e.location_id = l.id LEFT JOIN (SELECT z.location_id, COUNT(*) AS n FROM moments z WHERE z.author_id IN (")
+        .append(super::visibility::excluded(who, Content::Moment, Reach::List))
         .push(
-            " AND x.location_id IS NOT NULL AND x.visibility = 'PUBLIC' \
-             GROUP BY x.location_id) e ON e.location_id = l.id WHERE ",
+            ") AND z.deleted_at IS NULL AND z.location_id IS NOT NULL AND z.visibility = 'PUBLIC' \
+             GROUP BY z.location_id) h ON h.location_id = l.id WHERE ",
         )
         .append(cond),
     )
@@ -299,6 +311,8 @@ where
                      WHERE m.location_id IS NOT NULL AND m.visibility = 'FRIENDS_ONLY' AND "
                 ))
                 .append(live_moment("m", now))
+                .push(" AND ")
+                .append(shown("m.author_id"))
                 .push(" AND ")
                 .append(cond)
                 .push(" GROUP BY m.location_id"),

@@ -19,6 +19,7 @@ use sea_orm::ConnectionTrait;
 use super::geo::BoundingBox;
 use super::location::visible_counts;
 use super::moment::readable;
+use super::visibility::Reach;
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql};
 use crate::entity::{location, moment};
@@ -93,14 +94,17 @@ fn standalone_by_cell(
     now: Millis,
 ) -> Sql {
     // Every arm but its cell is the same: built once, copied into each.
+    let select = super::moment::columns("m", viewer);
     let rest = Sql::new(" AND m.location_id IS NULL AND m.deleted_at IS NULL AND ")
         .append(edges("m", bbox))
         .push(" AND ")
-        .append(readable("m", now, viewer));
+        .append(readable("m", now, viewer, Reach::List));
     let arms = cells
         .iter()
         .map(|&cell| {
-            Sql::new("SELECT m.* FROM moments m WHERE m.map_cell = ")
+            Sql::new("SELECT ")
+                .append(select.clone())
+                .push(" FROM moments m WHERE m.map_cell = ")
                 .bind(cell)
                 .append(rest.clone())
         })
@@ -129,12 +133,14 @@ pub fn standalone_query(
         Some(cells) => standalone_by_cell(dialect, &cells, bbox, viewer, fetch, now),
         None => {
             let (from, in_box) = in_box(dialect, "moments", "m", bbox);
-            Sql::new("SELECT m.* FROM ")
+            Sql::new("SELECT ")
+                .append(super::moment::columns("m", viewer))
+                .push(" FROM ")
                 .append(from)
                 .push(" WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND ")
                 .append(in_box)
                 .push(" AND ")
-                .append(readable("m", now, viewer))
+                .append(readable("m", now, viewer, Reach::List))
                 .push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
                 .bind(fetch)
         }

@@ -20,6 +20,7 @@ use super::expiry::{expired_moment, live_moment, moment_expires_at, purgeable_mo
 use super::geo::{map_cell, validate_point};
 use super::location::{self, Placed};
 use super::page::{Key, Page, PageQuery};
+use super::visibility::{Reach, Who};
 use super::{BatchReport, Scope, visibility};
 use crate::clock::{Millis, duration_millis};
 use crate::db::{self, Dialect, Sql};
@@ -73,12 +74,36 @@ pub struct NewMoment {
 }
 
 /// SQL that keeps the moments of alias `m` that are live at `now` and
-/// visible to `viewer` (0 when anonymous). Every read path, count and like
-/// builds on this one rule.
-pub fn readable(m: &str, now: Millis, viewer: i64) -> Sql {
+/// visible to `viewer` (0 when anonymous) read this way. Every read path,
+/// count and like builds on this one rule.
+pub fn readable(m: &str, now: Millis, viewer: i64, reach: Reach) -> Sql {
     live_moment(m, now)
         .push(" AND ")
-        .append(visibility::visible_moment(m, viewer))
+        .append(visibility::visible_moment(m, Who::User(viewer), reach))
+}
+
+/// The select list of a moment of alias `m` as `viewer` reads it: every
+/// column, with `likes_count` less the likes of people the viewer may not
+/// see (blocked either way, suspended), counted from those few people.
+pub fn columns(m: &str, viewer: i64) -> Sql {
+    use sea_orm::{Iden, Iterable};
+    let plain: Vec<String> = moment::Column::iter()
+        .map(|c| c.to_string())
+        .filter(|c| c != "likes_count")
+        .map(|c| format!("{m}.{c}"))
+        .collect();
+    Sql::new(&plain.join(", "))
+        .push(&format!(
+            ", CAST({m}.likes_count - (SELECT COUNT(*) FROM ("
+        ))
+        .append(visibility::excluded(
+            Who::User(viewer),
+            visibility::Content::Person,
+            Reach::Direct,
+        ))
+        .push(&format!(
+            ") hx JOIN moment_likes hl ON hl.user_id = hx.id WHERE hl.moment_id = {m}.id) AS INTEGER) AS likes_count"
+        ))
 }
 
 /// 0 (journaled) or 1..168 hours.
@@ -178,10 +203,12 @@ pub async fn find_readable_by_ids<C: ConnectionTrait>(
     }
     let rows: Vec<moment::Model> = db::fetch_all(
         db,
-        Sql::new("SELECT m.* FROM moments m WHERE m.id IN (")
+        Sql::new("SELECT ")
+            .append(columns("m", viewer.unwrap_or(0)))
+            .push(" FROM moments m WHERE m.id IN (")
             .list(ids.iter().copied())
             .push(") AND ")
-            .append(readable("m", now, viewer.unwrap_or(0))),
+            .append(readable("m", now, viewer.unwrap_or(0), Reach::Direct)),
     )
     .await?;
     Ok(rows.into_iter().map(|m| (m.id, m)).collect())
@@ -225,7 +252,14 @@ pub async fn page<C: ConnectionTrait>(
         return Err(AppError::sign_in_required());
     }
     let viewer = viewer.unwrap_or(0);
-    let sql = Sql::new("SELECT m.* FROM moments m WHERE ").append(readable("m", now, viewer));
+    let reach = match list {
+        MomentList::Author { .. } => Reach::Direct,
+        MomentList::Feed(_) | MomentList::Location(_) => Reach::List,
+    };
+    let sql = Sql::new("SELECT ")
+        .append(columns("m", viewer))
+        .push(" FROM moments m WHERE ")
+        .append(readable("m", now, viewer, reach));
     let sql = match list {
         MomentList::Feed(scope) => {
             sql.push(" AND ")

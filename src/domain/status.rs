@@ -1,8 +1,15 @@
 //! Statuses (stories): create, read, delete, seen state, the story tray and
 //! the purge of expired rows.
 //!
-//! The tray reads `status_tray`, one summary row per author with statuses:
-//! the newest `created_at` and the latest `expires_at` of their statuses. It
+//! Who may see a status is its audience (`PUBLIC`, `FRIENDS`,
+//! `CLOSE_FRIENDS`) and the rules of `domain::visibility`; every read here
+//! goes through [`readable`].
+//!
+//! The tray reads `status_tray`, one summary row per author and audience
+//! with statuses: the newest `created_at` and the latest `expires_at` of
+//! those statuses. An author's place in a viewer's tray is the newest row
+//! whose audience admits the viewer (the others are skipped in SQL), so an
+//! author whose only live statuses the viewer may not see has no entry. It
 //! is written in the same transaction as every status insert and delete, so a
 //! tray page is an index walk over `(latest_created_at, author_id)` that stops
 //! after the page, whatever the number of statuses or authors stored; the
@@ -31,6 +38,7 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, FromQueryResult, Query
 use super::expiry::{expired_status, live_status, status_expires_at};
 use super::page::{Key, Page, PageQuery};
 use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
+use super::visibility::{Reach, Who};
 use super::{BatchReport, Scope, visibility};
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql};
@@ -42,6 +50,47 @@ use crate::state::Media;
 
 const MAX_CAPTION: usize = 500;
 
+/// Who may see a status.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Audience {
+    /// Anyone, signed in or not.
+    Public,
+    /// The author's accepted friends (the default).
+    #[default]
+    Friends,
+    /// Those on the author's close-friends list.
+    CloseFriends,
+}
+
+impl Audience {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Audience::Public => "PUBLIC",
+            Audience::Friends => "FRIENDS",
+            Audience::CloseFriends => "CLOSE_FRIENDS",
+        }
+    }
+
+    /// From the stored form (anything unknown is the narrowest).
+    pub fn from_stored(s: &str) -> Self {
+        match s {
+            "PUBLIC" => Audience::Public,
+            "FRIENDS" => Audience::Friends,
+            _ => Audience::CloseFriends,
+        }
+    }
+}
+
+/// SQL that keeps the statuses of alias `s` that are live at `now` and that
+/// `viewer` (0 when anonymous) may see read this way. Every read path, count,
+/// seen mark and subscription builds on this one rule.
+pub fn readable(s: &str, now: Millis, viewer: Who<'_>, reach: Reach) -> Sql {
+    live_status(s, now)
+        .push(" AND ")
+        .append(visibility::visible_status(s, viewer, reach))
+}
+
 /// Input of [`create`].
 #[derive(Debug, Default)]
 pub struct NewStatus {
@@ -50,6 +99,8 @@ pub struct NewStatus {
     pub bg_color: Option<String>,
     /// How long it lives (`EPHEMERA_STATUS_TTL`).
     pub lives: Duration,
+    /// Who may see it.
+    pub audience: Audience,
 }
 
 /// `#RRGGBB`, hexadecimal digits of either case.
@@ -97,20 +148,27 @@ pub async fn create(
         bg_color: input.bg_color,
         created_at: now,
         expires_at: status_expires_at(now, input.lives),
+        audience: input.audience.as_str().to_owned(),
     };
     let txn = db::begin(db).await?;
     // The summary first: it takes the author's row lock (see the module doc).
     db::execute(
         &txn,
-        Sql::new("INSERT INTO status_tray (author_id, latest_created_at, max_expires_at) VALUES (")
-            .list([author, row.created_at, row.expires_at])
-            .push(
-                ") ON CONFLICT (author_id) DO UPDATE SET \
+        Sql::new(
+            "INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) VALUES (",
+        )
+        .bind(author)
+        .push(", ")
+        .bind(row.audience.clone())
+        .push(", ")
+        .list([row.created_at, row.expires_at])
+        .push(
+            ") ON CONFLICT (author_id, audience) DO UPDATE SET \
                  latest_created_at = CASE WHEN excluded.latest_created_at > status_tray.latest_created_at \
                    THEN excluded.latest_created_at ELSE status_tray.latest_created_at END, \
                  max_expires_at = CASE WHEN excluded.max_expires_at > status_tray.max_expires_at \
                    THEN excluded.max_expires_at ELSE status_tray.max_expires_at END",
-            ),
+        ),
     )
     .await?;
     if let Some(media_id) = row.media_id {
@@ -173,9 +231,10 @@ struct MediaRow {
     media_id: Option<i64>,
 }
 
-/// Recomputes an author's tray summary from their remaining statuses (or
-/// removes it), after taking its row lock so that a concurrent insert is seen.
-async fn refresh_tray<C: ConnectionTrait>(txn: &C, author: i64) -> AppResult<()> {
+/// Recomputes an author's tray summaries from their remaining statuses (or
+/// removes them), after taking their row locks so that a concurrent insert
+/// is seen.
+pub async fn refresh_tray<C: ConnectionTrait>(txn: &C, author: i64) -> AppResult<()> {
     let _: Option<AuthorRow> = db::fetch_one(
         txn,
         Sql::new("SELECT author_id FROM status_tray WHERE author_id = ")
@@ -183,16 +242,21 @@ async fn refresh_tray<C: ConnectionTrait>(txn: &C, author: i64) -> AppResult<()>
             .push(Dialect::of(txn).for_update()),
     )
     .await?;
+    let same = || {
+        Sql::new("FROM statuses s WHERE s.author_id = ")
+            .bind(author)
+            .push(" AND s.audience = status_tray.audience")
+    };
     db::execute(
         txn,
-        Sql::new("UPDATE status_tray SET latest_created_at = (SELECT MAX(s.created_at) FROM statuses s WHERE s.author_id = ")
-            .bind(author)
-            .push("), max_expires_at = (SELECT MAX(s.expires_at) FROM statuses s WHERE s.author_id = ")
-            .bind(author)
+        Sql::new("UPDATE status_tray SET latest_created_at = (SELECT MAX(s.created_at) ")
+            .append(same())
+            .push("), max_expires_at = (SELECT MAX(s.expires_at) ")
+            .append(same())
             .push(") WHERE author_id = ")
             .bind(author)
-            .push(" AND EXISTS (SELECT 1 FROM statuses s WHERE s.author_id = ")
-            .bind(author)
+            .push(" AND EXISTS (SELECT 1 ")
+            .append(same())
             .push(")"),
     )
     .await?;
@@ -200,36 +264,41 @@ async fn refresh_tray<C: ConnectionTrait>(txn: &C, author: i64) -> AppResult<()>
         txn,
         Sql::new("DELETE FROM status_tray WHERE author_id = ")
             .bind(author)
-            .push(" AND NOT EXISTS (SELECT 1 FROM statuses s WHERE s.author_id = ")
-            .bind(author)
+            .push(" AND NOT EXISTS (SELECT 1 ")
+            .append(same())
             .push(")"),
     )
     .await?;
     Ok(())
 }
 
-/// A live status by id.
-pub async fn find_live<C: ConnectionTrait>(
+/// A live status by id, if `viewer` may see it.
+pub async fn find_readable<C: ConnectionTrait>(
     db: &C,
+    viewer: Option<i64>,
     id: i64,
     now: Millis,
 ) -> AppResult<Option<status::Model>> {
-    Ok(find_live_by_ids(db, &[id], now).await?.remove(&id))
+    Ok(find_readable_by_ids(db, viewer, &[id], now)
+        .await?
+        .remove(&id))
 }
 
-/// Live statuses by id.
-pub async fn find_live_by_ids<C: ConnectionTrait>(
+/// Live statuses by id that `viewer` may see.
+pub async fn find_readable_by_ids<C: ConnectionTrait>(
     db: &C,
+    viewer: Option<i64>,
     ids: &[i64],
     now: Millis,
 ) -> AppResult<HashMap<i64, status::Model>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
+    let who = Who::User(viewer.unwrap_or(0));
     let rows: Vec<status::Model> = db::fetch_all(
         db,
         Sql::new("SELECT s.* FROM statuses s WHERE ")
-            .append(live_status("s", now))
+            .append(readable("s", now, who, Reach::Direct))
             .push(" AND s.id IN (")
             .list(ids.iter().copied())
             .push(")"),
@@ -238,14 +307,15 @@ pub async fn find_live_by_ids<C: ConnectionTrait>(
     Ok(rows.into_iter().map(|s| (s.id, s)).collect())
 }
 
-/// A page of one author's live statuses, newest first; with `seen_by`, also
-/// the ids of those that viewer has seen, read in the same statement
-/// (`None` without).
+/// A page of one author's live statuses that `viewer` may see, newest
+/// first; with `seen_by` (the viewer), also the ids of those that viewer has
+/// seen, read in the same statement (`None` without).
 pub async fn page_by_author<C: ConnectionTrait>(
     db: &C,
     author: i64,
     now: Millis,
     q: &PageQuery,
+    viewer: Option<i64>,
     seen_by: Option<i64>,
 ) -> AppResult<(Page<status::Model>, Option<HashSet<i64>>)> {
     let seen = match seen_by {
@@ -259,7 +329,12 @@ pub async fn page_by_author<C: ConnectionTrait>(
         .push(" AS seen FROM statuses s WHERE s.author_id = ")
         .bind(author)
         .push(" AND ")
-        .append(live_status("s", now))
+        .append(readable(
+            "s",
+            now,
+            Who::User(viewer.unwrap_or(0)),
+            Reach::Direct,
+        ))
         .append(q.bounds("s.created_at", "s.id"));
     let rows: Vec<SeenRow> = db::fetch_all(db, sql).await?;
     let page = q.page(rows, |r| Key {
@@ -329,13 +404,45 @@ pub async fn tray_page<C: ConnectionTrait>(
     // statement was planned anew for every request (about 45 % of its CPU
     // per tray page at 10k, measured). Hidden, both estimates agree and the
     // cached plan is used.
-    let sql = Sql::new(&format!(
-        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} t.max_expires_at > "
+    let dialect = Dialect::of(db);
+    let who = Who::User(viewer);
+    let admits = |t: &str| {
+        Sql::new(&format!("{t}.max_expires_at > "))
+            .append(dialect.opaque_bigint(now))
+            .push(" AND ")
+            .append(visibility::status_audience(
+                &format!("{t}.audience"),
+                &format!("{t}.author_id"),
+                who,
+            ))
+    };
+    let mut sql = Sql::new(&format!(
+        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} "
     ))
-    .append(Dialect::of(db).opaque_bigint(now))
+    .append(admits("t"))
     .push(" AND ")
-    .append(visibility::scope(scope, "t.author_id", viewer))
-    .append(q.bounds("t.latest_created_at", "t.author_id"));
+    .append(visibility::not_excluded(
+        "t.author_id",
+        who,
+        visibility::Content::Status,
+        Reach::List,
+    ))
+    .push(" AND ")
+    .append(visibility::scope(scope, "t.author_id", viewer));
+    if viewer != 0 {
+        // An author is placed by the newest of their summaries the viewer
+        // may see: the others are skipped (an anonymous viewer sees only
+        // PUBLIC ones, one per author).
+        sql = sql
+            .push(
+                " AND NOT EXISTS (SELECT 1 FROM status_tray t2 WHERE t2.author_id = t.author_id \
+                 AND t2.audience <> t.audience AND (t2.latest_created_at > t.latest_created_at \
+                 OR (t2.latest_created_at = t.latest_created_at AND t2.audience > t.audience)) AND ",
+            )
+            .append(admits("t2"))
+            .push(")");
+    }
+    let sql = sql.append(q.bounds("t.latest_created_at", "t.author_id"));
     let key = |t: &TrayRow| Key {
         ts: t.latest_created_at,
         id: t.author_id,
@@ -383,8 +490,9 @@ struct TrayCountRow {
     unseen: i64,
 }
 
-/// For each author, how many live statuses they have and how many of those
-/// `viewer` has not seen (all of them for an anonymous viewer).
+/// For each author, how many live statuses they have that `viewer` may see
+/// (by audience: the authors come from the viewer's tray) and how many of
+/// those the viewer has not seen (all of them for an anonymous viewer).
 pub async fn tray_counts<C: ConnectionTrait>(
     db: &C,
     viewer: Option<i64>,
@@ -405,6 +513,12 @@ pub async fn tray_counts<C: ConnectionTrait>(
         .bind(viewer.unwrap_or(0))
         .push(" WHERE ")
         .append(live_status("s", now))
+        .push(" AND ")
+        .append(visibility::status_audience(
+            "s.audience",
+            "s.author_id",
+            Who::User(viewer.unwrap_or(0)),
+        ))
         .push(" AND s.author_id IN (")
         .list(authors.iter().copied())
         .push(") GROUP BY s.author_id"),
@@ -456,7 +570,8 @@ struct ViewCountRow {
     views: i64,
 }
 
-/// How many people (the author aside) saw each status.
+/// How many people (the author aside, and those the author may not see)
+/// saw each status.
 pub async fn view_counts<C: ConnectionTrait>(
     db: &C,
     status_ids: &[i64],
@@ -471,7 +586,12 @@ pub async fn view_counts<C: ConnectionTrait>(
              JOIN statuses s ON s.id = v.status_id WHERE v.status_id IN (",
         )
         .list(status_ids.iter().copied())
-        .push(") AND v.viewer_id <> s.author_id GROUP BY v.status_id"),
+        .push(") AND v.viewer_id <> s.author_id AND ")
+        .append(visibility::visible_person(
+            "v.viewer_id",
+            Who::Column("s.author_id"),
+        ))
+        .push(" GROUP BY v.status_id"),
     )
     .await?;
     let mut out: HashMap<i64, i64> = status_ids.iter().map(|&i| (i, 0)).collect();
@@ -479,7 +599,8 @@ pub async fn view_counts<C: ConnectionTrait>(
     Ok(out)
 }
 
-/// A page of the people (the author aside) who saw a status, most recent first.
+/// A page of the people (the author aside, and those the author may not
+/// see) who saw a status, most recent first.
 pub async fn viewers_page<C: ConnectionTrait>(
     db: &C,
     status: &status::Model,
@@ -492,13 +613,19 @@ pub async fn viewers_page<C: ConnectionTrait>(
     .bind(status.id)
     .push(" AND v.viewer_id <> ")
     .bind(status.author_id)
+    .push(" AND ")
+    .append(visibility::visible_person(
+        "v.viewer_id",
+        Who::User(status.author_id),
+    ))
     .append(q.bounds("v.seen_at", "u.id"));
     let rows: Vec<KeyedProfile> = db::fetch_all(db, sql).await?;
     Ok(keyed_page(q, rows))
 }
 
 /// Records that the viewer saw a live status. Idempotent; `NOT_FOUND` for a
-/// status that does not exist or is no longer live.
+/// status that does not exist, is no longer live or that the viewer may not
+/// see.
 pub async fn mark_seen(
     db: &DatabaseConnection,
     viewer: i64,
@@ -513,13 +640,63 @@ pub async fn mark_seen(
             .push(" FROM statuses s WHERE s.id = ")
             .bind(id)
             .push(" AND ")
-            .append(live_status("s", now))
+            .append(readable("s", now, Who::User(viewer), Reach::Direct))
             .push(" ON CONFLICT (status_id, viewer_id) DO NOTHING"),
     )
     .await?;
-    find_live(db, id, now)
+    find_readable(db, Some(viewer), id, now)
         .await?
         .ok_or_else(|| AppError::not_found("status not found"))
+}
+
+#[derive(Debug, FromQueryResult)]
+struct AdmittedRow {
+    id: i64,
+    in_friends: bool,
+}
+
+/// Which of `viewers` (0: anonymous) may see status `id` as a live list
+/// shows it (`statusCreated`): for each admitted viewer, whether the author
+/// is the viewer or an accepted friend (what a `FRIENDS` scope keeps). The
+/// same rule as every query ([`readable`]), asked for all the viewers in
+/// one statement per thousand.
+pub async fn admitted<C: ConnectionTrait>(
+    db: &C,
+    id: i64,
+    viewers: &[i64],
+    now: Millis,
+) -> AppResult<HashMap<i64, bool>> {
+    let mut out = HashMap::new();
+    if viewers.contains(&0) {
+        let found: Option<StatusIdRow> = db::fetch_one(
+            db,
+            Sql::new("SELECT s.id AS status_id FROM statuses s WHERE s.id = ")
+                .bind(id)
+                .push(" AND ")
+                .append(readable("s", now, Who::User(0), Reach::List)),
+        )
+        .await?;
+        if found.is_some() {
+            out.insert(0, false);
+        }
+    }
+    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    for chunk in signed_in.chunks(1000) {
+        let rows: Vec<AdmittedRow> = db::fetch_all(
+            db,
+            Sql::new("SELECT w.id, (s.author_id = w.id OR s.author_id IN (")
+                .append(visibility::friend_ids(Who::Column("w.id")))
+                .push(")) AS in_friends FROM users w JOIN statuses s ON s.id = ")
+                .bind(id)
+                .push(" WHERE w.id IN (")
+                .list(chunk.iter().copied())
+                .push(") AND ")
+                .append(readable("s", now, Who::Column("w.id"), Reach::List)),
+        )
+        .await?;
+        out.extend(rows.into_iter().map(|r| (r.id, r.in_friends)));
+    }
+    Ok(out)
 }
 
 #[derive(Debug, FromQueryResult)]

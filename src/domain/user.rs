@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
 use super::page::{Key, Page, PageQuery};
+use super::visibility::{Who, visible_person};
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql, is_unique_violation};
 use crate::entity::user;
@@ -105,7 +106,7 @@ pub async fn sign_up(
     let display_name = normalize_display_name(input.display_name)?;
     accounts.attempts.attempt(client, None)?;
     let key = input.username.to_ascii_lowercase();
-    if find_by_username(db, &key).await?.is_some() {
+    if find_by_username(db, None, &key).await?.is_some() {
         return Err(taken());
     }
     let password_hash = accounts.passwords.hash(input.password).await?;
@@ -116,6 +117,9 @@ pub async fn sign_up(
         display_name,
         password_hash,
         created_at: now,
+        is_moderator: false,
+        suspended_at: None,
+        suspension_reason: None,
     };
     db::insert::row(db, user.clone()).await.map_err(|e| {
         if is_unique_violation(&e) {
@@ -164,6 +168,12 @@ pub async fn sign_in(
         .verify(password, found.as_ref().map(|u| u.password_hash.clone()))
         .await?;
     match found {
+        Some(user) if ok && user.suspended_at.is_some() => Err(AppError::forbidden(format!(
+            "this account is suspended: {}",
+            user.suspension_reason
+                .as_deref()
+                .unwrap_or("no reason given")
+        ))),
         Some(user) if ok => {
             let tokens = &accounts.tokens;
             let session = super::session::start(db, user.id, now, tokens.ttl_ms()).await?;
@@ -299,9 +309,11 @@ fn profile(u: user::Model) -> Profile {
     }
 }
 
-/// A user by username, whatever its case.
+/// A user by username, whatever its case, if `seer` may see them (`None`:
+/// whoever looks).
 pub async fn find_by_username<C: ConnectionTrait>(
     db: &C,
+    seer: Option<Who<'_>>,
     username: &str,
 ) -> AppResult<Option<Profile>> {
     if !super::may_match_stored(username) {
@@ -312,14 +324,50 @@ pub async fn find_by_username<C: ConnectionTrait>(
         Sql::new(&format!(
             "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.username_key = "
         ))
-        .bind(username.to_ascii_lowercase()),
+        .bind(username.to_ascii_lowercase())
+        .append(seen_by(seer)),
     )
     .await
 }
 
-/// Users by id (the user loader's query).
+/// ` AND` the rule that keeps the profiles `seer` may see; nothing for
+/// `None` (whoever looks).
+fn seen_by(seer: Option<Who<'_>>) -> Sql {
+    match seer {
+        Some(who) => Sql::new(" AND ").append(visible_person("u.id", who)),
+        None => Sql::new(""),
+    }
+}
+
+/// Users by id that `viewer` may see: not suspended, no block between them
+/// (`user`, `node`, `nodes`).
+pub async fn find_visible_by_ids<C: ConnectionTrait>(
+    db: &C,
+    viewer: Option<i64>,
+    ids: &[i64],
+) -> AppResult<HashMap<i64, Profile>> {
+    find_where(db, Some(Who::User(viewer.unwrap_or(0))), ids).await
+}
+
+/// Whether `viewer` may see user `id` (who exists).
+pub async fn is_visible<C: ConnectionTrait>(db: &C, viewer: i64, id: i64) -> AppResult<bool> {
+    Ok(find_visible_by_ids(db, Some(viewer), &[id])
+        .await?
+        .contains_key(&id))
+}
+
+/// Users by id (the user loader's query: the authors of what the viewer
+/// may already see).
 pub async fn find_by_ids<C: ConnectionTrait>(
     db: &C,
+    ids: &[i64],
+) -> AppResult<HashMap<i64, Profile>> {
+    find_where(db, None, ids).await
+}
+
+async fn find_where<C: ConnectionTrait>(
+    db: &C,
+    seer: Option<Who<'_>>,
     ids: &[i64],
 ) -> AppResult<HashMap<i64, Profile>> {
     if ids.is_empty() {
@@ -331,7 +379,8 @@ pub async fn find_by_ids<C: ConnectionTrait>(
             "SELECT {PROFILE_COLUMNS} FROM users u WHERE u.id IN ("
         ))
         .list(ids.iter().copied())
-        .push(")"),
+        .push(")")
+        .append(seen_by(seer)),
     )
     .await?;
     Ok(rows.into_iter().map(|p| (p.id, p)).collect())

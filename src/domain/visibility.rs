@@ -1,33 +1,189 @@
 //! Who may see what, written once as SQL fragments that every read path,
-//! count and mutation builds on (a page is never filtered after fetching).
+//! count, mutation and subscription builds on (a page is never filtered after
+//! fetching).
 //!
-//! - Statuses are public while live.
-//! - A PUBLIC moment is visible to anyone; a FRIENDS_ONLY moment to its author
-//!   and the author's accepted friends, and to nobody else by any path.
-//! - A `FRIENDS` scope keeps the viewer's own and their accepted friends'.
+//! | content | who may see it |
+//! |---|---|
+//! | status `PUBLIC` | anyone, signed in or not |
+//! | status `FRIENDS` | its author and the author's accepted friends |
+//! | status `CLOSE_FRIENDS` | its author and those on the author's close-friends list |
+//! | moment `PUBLIC` | anyone |
+//! | moment `FRIENDS_ONLY` | its author and the author's accepted friends |
+//! | a profile | anyone |
 //!
-//! An anonymous viewer is passed as user id 0, which no account has.
+//! and then, whatever the audience, nobody sees the content or profile of
+//! ([`excluded`]):
+//! - a suspended account (until it is reinstated);
+//! - someone they blocked or who blocked them (both ways);
+//! - for statuses, an author who hides their stories from them;
+//! - in lists that gather many authors (tray, feeds, a location's moments,
+//!   the map, `statusCreated`), someone they muted. A direct read (`node`,
+//!   `status`, a profile and its pages) still works: a mute is not a block.
+//!
+//! A `FRIENDS` scope keeps the viewer's own and their accepted friends'.
+//! An anonymous viewer is passed as user id 0, which no account has; it sees
+//! `PUBLIC` content of accounts that are not suspended.
+//!
+//! The viewer is a bound id ([`Who::User`]) or, to ask for many viewers at
+//! once (a subscription's fan-out), a column ([`Who::Column`]).
 
 use super::Scope;
 use crate::db::Sql;
 
+/// Who is looking.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who<'a> {
+    /// One viewer by id (0: anonymous).
+    User(i64),
+    /// The viewer is the value of this column of an outer query.
+    Column(&'a str),
+}
+
+impl Who<'_> {
+    fn sql(self) -> Sql {
+        match self {
+            Who::User(id) => Sql::new("").bind(id),
+            Who::Column(c) => Sql::new(c),
+        }
+    }
+
+    fn anonymous(self) -> bool {
+        self == Who::User(0)
+    }
+}
+
+impl From<i64> for Who<'_> {
+    fn from(id: i64) -> Self {
+        Who::User(id)
+    }
+}
+
+/// What is being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Content {
+    Status,
+    Moment,
+    /// A profile (and a person in a list: likers, viewers, friends).
+    Person,
+}
+
+/// How it is being read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// By id, or on the author's own pages.
+    Direct,
+    /// In a list that gathers many authors: mutes apply.
+    List,
+}
+
+/// The kinds of [`user_relations`](crate::domain::safety) rows.
+pub mod kind {
+    /// The object is on the subject's close-friends list.
+    pub const CLOSE_FRIEND: &str = "CLOSE_FRIEND";
+    /// The object never sees the subject's statuses.
+    pub const HIDE: &str = "HIDE";
+    /// The subject does not see the object's content in lists.
+    pub const MUTE: &str = "MUTE";
+    /// Neither sees the other; only the subject can undo it.
+    pub const BLOCK: &str = "BLOCK";
+}
+
 /// SQL for the ids of `user`'s accepted friends (a subquery body).
-pub fn friend_ids(user: i64) -> Sql {
+pub fn friend_ids<'a>(user: impl Into<Who<'a>>) -> Sql {
+    let user = user.into();
     Sql::new("SELECT high_id FROM friendships WHERE low_id = ")
-        .bind(user)
+        .append(user.sql())
         .push(" AND accepted_at IS NOT NULL UNION ALL SELECT low_id FROM friendships WHERE high_id = ")
-        .bind(user)
+        .append(user.sql())
         .push(" AND accepted_at IS NOT NULL")
 }
 
-/// SQL that keeps the moments of alias `m` that `viewer` may see (liveness
-/// aside: see [`super::moment::readable`]).
-pub fn visible_moment(m: &str, viewer: i64) -> Sql {
-    Sql::new(&format!("({m}.visibility = 'PUBLIC' OR {m}.author_id = "))
-        .bind(viewer)
-        .push(&format!(" OR {m}.author_id IN ("))
-        .append(friend_ids(viewer))
-        .push("))")
+/// SQL for the ids of the accounts whose `content` `who` never sees when
+/// reading it this way (a subquery body; see the module doc).
+pub fn excluded(who: Who<'_>, content: Content, reach: Reach) -> Sql {
+    let mut parts = vec![Sql::new(
+        "SELECT x.id FROM users x WHERE x.suspended_at IS NOT NULL",
+    )];
+    if !who.anonymous() {
+        let theirs = |column: &str, k: &str, mine: &str| {
+            Sql::new(&format!(
+                "SELECT r.{column} FROM user_relations r WHERE r.kind = '{k}' AND r.{mine} = "
+            ))
+            .append(who.sql())
+        };
+        parts.push(theirs("object_id", kind::BLOCK, "subject_id"));
+        parts.push(theirs("subject_id", kind::BLOCK, "object_id"));
+        if content == Content::Status {
+            parts.push(theirs("subject_id", kind::HIDE, "object_id"));
+        }
+        if reach == Reach::List && content != Content::Person {
+            parts.push(theirs("object_id", kind::MUTE, "subject_id"));
+        }
+    }
+    Sql::join(parts, " UNION ALL ")
+}
+
+/// SQL that keeps rows whose account column `col` is not [`excluded`].
+pub fn not_excluded(col: &str, who: Who<'_>, content: Content, reach: Reach) -> Sql {
+    Sql::new(&format!("{col} NOT IN ("))
+        .append(excluded(who, content, reach))
+        .push(")")
+}
+
+/// SQL that keeps the statuses (audience column `audience`, author column
+/// `author`) whose audience admits `who`; exclusions aside.
+pub fn status_audience(audience: &str, author: &str, who: Who<'_>) -> Sql {
+    if who.anonymous() {
+        return Sql::new(&format!("{audience} = 'PUBLIC'"));
+    }
+    Sql::new(&format!("({audience} = 'PUBLIC' OR {author} = "))
+        .append(who.sql())
+        .push(&format!(" OR ({audience} = 'FRIENDS' AND {author} IN ("))
+        .append(friend_ids(who))
+        .push(&format!(
+            ")) OR ({audience} = 'CLOSE_FRIENDS' AND {author} IN (SELECT c.subject_id FROM user_relations c WHERE c.kind = '{}' AND c.object_id = ",
+            kind::CLOSE_FRIEND
+        ))
+        .append(who.sql())
+        .push(")))")
+}
+
+/// SQL that keeps the statuses of alias `s` that `who` may see read this way
+/// (liveness aside: see [`super::expiry::live_status`]).
+pub fn visible_status(s: &str, who: Who<'_>, reach: Reach) -> Sql {
+    status_audience(&format!("{s}.audience"), &format!("{s}.author_id"), who)
+        .push(" AND ")
+        .append(not_excluded(
+            &format!("{s}.author_id"),
+            who,
+            Content::Status,
+            reach,
+        ))
+}
+
+/// SQL that keeps the moments of alias `m` that `who` may see read this way
+/// (liveness aside: see [`super::moment::readable`]).
+pub fn visible_moment(m: &str, who: Who<'_>, reach: Reach) -> Sql {
+    let visibility = if who.anonymous() {
+        Sql::new(&format!("{m}.visibility = 'PUBLIC'"))
+    } else {
+        Sql::new(&format!("({m}.visibility = 'PUBLIC' OR {m}.author_id = "))
+            .append(who.sql())
+            .push(&format!(" OR {m}.author_id IN ("))
+            .append(friend_ids(who))
+            .push("))")
+    };
+    visibility.push(" AND ").append(not_excluded(
+        &format!("{m}.author_id"),
+        who,
+        Content::Moment,
+        reach,
+    ))
+}
+
+/// SQL that keeps the people (id column `col`) whom `who` may see.
+pub fn visible_person(col: &str, who: Who<'_>) -> Sql {
+    not_excluded(col, who, Content::Person, Reach::Direct)
 }
 
 /// SQL that keeps rows whose author column `author_col` the scope admits for
@@ -40,5 +196,41 @@ pub fn scope(scope: Scope, author_col: &str, viewer: i64) -> Sql {
             .push(&format!(" OR {author_col} IN ("))
             .append(friend_ids(viewer))
             .push("))"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Dialect;
+
+    #[test]
+    fn anonymous_viewers_skip_the_relations() {
+        let sql = visible_status("s", Who::User(0), Reach::List)
+            .build(Dialect::Postgres)
+            .sql;
+        assert!(sql.starts_with("s.audience = 'PUBLIC' AND s.author_id NOT IN"));
+        assert!(!sql.contains("user_relations"), "{sql}");
+        let signed_in = visible_status("s", Who::User(7), Reach::List)
+            .build(Dialect::Postgres)
+            .sql;
+        for k in ["BLOCK", "HIDE", "MUTE", "CLOSE_FRIEND"] {
+            assert!(signed_in.contains(k), "{k}: {signed_in}");
+        }
+        let direct = visible_status("s", Who::User(7), Reach::Direct)
+            .build(Dialect::Postgres)
+            .sql;
+        assert!(!direct.contains("MUTE"), "{direct}");
+        let person = visible_person("u.id", Who::User(7))
+            .build(Dialect::Postgres)
+            .sql;
+        assert!(!person.contains("HIDE") && !person.contains("MUTE"));
+    }
+
+    #[test]
+    fn a_column_viewer_is_written_not_bound() {
+        let sql = visible_moment("m", Who::Column("w.id"), Reach::List).build(Dialect::Sqlite);
+        assert!(sql.sql.contains("m.author_id = w.id"), "{}", sql.sql);
+        assert!(sql.sql.contains("r.subject_id = w.id"));
     }
 }

@@ -3,8 +3,10 @@
 
 pub mod location;
 pub mod media;
+pub mod moderation_notice;
 pub mod moment;
 pub mod moment_like;
+pub mod report;
 pub mod session;
 pub mod status;
 pub mod user;

@@ -13,6 +13,8 @@ pub struct Model {
     pub bg_color: Option<String>,
     pub created_at: i64,
     pub expires_at: i64,
+    /// Who may see it: `PUBLIC`, `FRIENDS` or `CLOSE_FRIENDS`.
+    pub audience: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

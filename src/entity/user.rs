@@ -13,6 +13,12 @@ pub struct Model {
     pub display_name: Option<String>,
     pub password_hash: String,
     pub created_at: i64,
+    /// May page through reports and act on them (`ephemera users grant-moderator`).
+    pub is_moderator: bool,
+    /// Set while the account is suspended: it cannot sign in and its content is gone from every path.
+    pub suspended_at: Option<i64>,
+    /// Why, for the account's owner.
+    pub suspension_reason: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -10,6 +10,7 @@
 
 mod support;
 
+mod audiences;
 mod auth;
 mod friends;
 mod hostile;

@@ -3,6 +3,7 @@
 mod friend;
 mod media;
 mod moment;
+mod safety;
 mod status;
 mod user;
 
@@ -17,4 +18,5 @@ pub struct MutationRoot(
     media::MediaMutation,
     status::StatusMutation,
     moment::MomentMutation,
+    safety::SafetyMutation,
 );

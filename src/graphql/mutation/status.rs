@@ -11,7 +11,7 @@ pub struct StatusMutation;
 
 #[Object]
 impl StatusMutation {
-    /// Posts a status that lives 24 hours (the server's configured TTL). At least one of mediaId and caption.
+    /// Posts a status that lives 24 hours (the server's configured TTL). At least one of mediaId and caption. Its audience is FRIENDS unless the input says otherwise.
     async fn create_status(&self, ctx: &Context<'_>, input: CreateStatusInput) -> Result<Status> {
         let v = member(ctx).await?;
         let media_id = input
@@ -31,6 +31,7 @@ impl StatusMutation {
                 caption: input.caption,
                 bg_color: input.bg_color,
                 lives: app.config.statuses.ttl,
+                audience: input.audience.into(),
             },
             app.clock.now(),
         )

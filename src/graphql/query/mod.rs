@@ -2,6 +2,7 @@
 
 mod moment;
 mod node;
+mod safety;
 mod status;
 mod user;
 
@@ -17,4 +18,5 @@ pub struct QueryRoot(
     user::UserQuery,
     status::StatusQuery,
     moment::MomentQuery,
+    safety::SafetyQuery,
 );

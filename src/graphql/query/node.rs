@@ -33,8 +33,8 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
     let app = app(ctx)?;
     let numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
     let now = app.clock.now();
-    let users = user::find_by_ids(db(ctx)?, &numbers).await?;
-    let statuses = status::find_live_by_ids(db(ctx)?, &numbers, now).await?;
+    let users = user::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &numbers).await?;
+    let statuses = status::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
     let moments = moment::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
     let locations =
         location::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;

@@ -26,8 +26,15 @@ pub(crate) async fn statuses_of(
         app.config.graphql.max_page_size,
     )?;
     let seen_by = wants_seen(ctx);
-    let (page, seen) =
-        status::page_by_author(db(ctx)?, author, app.clock.now(), &q, seen_by).await?;
+    let (page, seen) = status::page_by_author(
+        db(ctx)?,
+        author,
+        app.clock.now(),
+        &q,
+        viewer(ctx).id(),
+        seen_by,
+    )
+    .await?;
     let rows: Vec<_> = page.items.iter().map(|i| &i.1).collect();
     prime_statuses(ctx, &rows, seen.as_ref()).await?;
     Ok(connection(
@@ -101,14 +108,16 @@ impl StatusQuery {
         statuses_of(ctx, parse_id(&user_id).unwrap_or(0), args).await
     }
 
-    /// A live status by id; null if it does not exist or has expired.
+    /// A live status by id; null if it does not exist, has expired or the viewer may not see it.
     async fn status(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Status>> {
         let app = app(ctx)?;
         let Some(n) = parse_id(&id) else {
             return Ok(None);
         };
-        Ok(status::find_live(db(ctx)?, n, app.clock.now())
-            .await?
-            .map(Status::new))
+        Ok(
+            status::find_readable(db(ctx)?, viewer(ctx).id(), n, app.clock.now())
+                .await?
+                .map(Status::new),
+        )
     }
 }

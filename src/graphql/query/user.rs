@@ -4,6 +4,7 @@ use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List};
+use crate::domain::visibility::Who;
 use crate::domain::{friend, user};
 use crate::error::AppError;
 use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
@@ -36,13 +37,18 @@ impl UserQuery {
     ) -> Result<Option<User>> {
         match (id, username) {
             (Some(id), None) => match parse_id(&id) {
-                Some(n) => {
-                    let l = loaders(ctx)?;
-                    Ok(l.one(&l.users, n).await?.map(User))
-                }
+                Some(n) => Ok(user::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &[n])
+                    .await?
+                    .remove(&n)
+                    .map(User)),
                 None => Ok(None),
             },
-            (None, Some(name)) => Ok(user::find_by_username(db(ctx)?, &name).await?.map(User)),
+            (None, Some(name)) => {
+                let who = Who::User(viewer(ctx).id().unwrap_or(0));
+                Ok(user::find_by_username(db(ctx)?, Some(who), &name)
+                    .await?
+                    .map(User))
+            }
             _ => Err(AppError::bad_input("pass exactly one of id or username").into()),
         }
     }

@@ -5,6 +5,7 @@
 
 mod media;
 mod moment;
+mod safety;
 mod status;
 mod user;
 
@@ -13,7 +14,8 @@ pub use moment::{
     BoundingBoxInput, CreateMomentInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment,
     MomentPin, Visibility, moments_of,
 };
-pub use status::{CreateStatusInput, Status, StoryTrayEntry};
+pub use safety::{ModerationNotice, Report, ReportInput, ReportReason, ReportSubject};
+pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry};
 pub use user::{AuthPayload, SignInInput, SignUpInput, User, load_user};
 
 use async_graphql::connection::{Connection, Edge};

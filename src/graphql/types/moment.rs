@@ -128,7 +128,7 @@ impl Moment {
         DateTime(self.0.created_at)
     }
 
-    /// How many people like it.
+    /// How many people like it (leaving out people the viewer may not see).
     async fn likes_count(&self) -> i32 {
         self.0.likes_count
     }
@@ -163,7 +163,7 @@ impl Moment {
         if viewer(ctx).id() != Some(self.0.author_id) {
             return Ok(None);
         }
-        let page = like::likers_page(db(ctx)?, self.0.id, &q).await?;
+        let page = like::likers_page(db(ctx)?, self.0.id, self.0.author_id, &q).await?;
         Ok(Some(
             user_connection(ctx, List(CursorKind::MomentLiker, self.0.id), page).await?,
         ))

@@ -3,13 +3,44 @@
 use std::sync::Arc;
 
 use async_graphql::connection::Connection;
-use async_graphql::{ComplexObject, Context, ID, InputObject, Object, Result, SimpleObject};
+use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user_connection};
 use crate::domain::page::{CursorKind, List};
 use crate::domain::status as status_domain;
 use crate::entity::status;
 use crate::graphql::{db, loaders, viewer};
+
+/// Who may see a status. Whoever it names, a status is never shown to someone the author blocked or who blocked the author, nor to people the author hides their stories from.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusAudience {
+    /// Anyone, signed in or not.
+    Public,
+    /// The author's accepted friends.
+    Friends,
+    /// The people on the author's close-friends list.
+    CloseFriends,
+}
+
+impl From<StatusAudience> for status_domain::Audience {
+    fn from(a: StatusAudience) -> Self {
+        match a {
+            StatusAudience::Public => Self::Public,
+            StatusAudience::Friends => Self::Friends,
+            StatusAudience::CloseFriends => Self::CloseFriends,
+        }
+    }
+}
+
+impl From<status_domain::Audience> for StatusAudience {
+    fn from(a: status_domain::Audience) -> Self {
+        match a {
+            status_domain::Audience::Public => Self::Public,
+            status_domain::Audience::Friends => Self::Friends,
+            status_domain::Audience::CloseFriends => Self::CloseFriends,
+        }
+    }
+}
 
 /// A story: a post with optional media, a caption and a background colour that lives 24 hours.
 #[derive(Clone, Debug)]
@@ -58,6 +89,11 @@ impl Status {
     /// When it was posted.
     async fn created_at(&self) -> DateTime {
         DateTime(self.0.created_at)
+    }
+
+    /// Who may see it.
+    async fn audience(&self) -> StatusAudience {
+        status_domain::Audience::from_stored(&self.0.audience).into()
     }
 
     /// When it stops being live (its creation plus the server's status TTL).
@@ -132,7 +168,7 @@ impl StoryTrayEntry {
         load_user(ctx, self.author_id).await
     }
 
-    /// How many live statuses the author has.
+    /// How many live statuses the author has that the viewer may see.
     async fn story_count(&self, ctx: &Context<'_>) -> Result<i32> {
         let counts = self.counts(ctx).await?;
         Ok(i32::try_from(counts.live).unwrap_or(i32::MAX))
@@ -173,4 +209,7 @@ pub struct CreateStatusInput {
     pub caption: Option<String>,
     /// #RRGGBB
     pub bg_color: Option<String>,
+    /// Who may see it; FRIENDS unless given.
+    #[graphql(default_with = "StatusAudience::Friends")]
+    pub audience: StatusAudience,
 }

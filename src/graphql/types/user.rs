@@ -119,7 +119,7 @@ impl User {
             None => false,
         };
         let page = if allowed {
-            friend::friends_page(db(ctx)?, self.0.id, &q).await?
+            friend::friends_page(db(ctx)?, self.0.id, viewer(ctx).id().unwrap_or(0), &q).await?
         } else {
             Page::empty()
         };

@@ -351,13 +351,19 @@ impl TestApp {
         assert_eq!(data["acceptFriendRequest"], "FRIENDS");
     }
 
-    /// Posts a status with a caption; returns its id.
+    /// Posts a PUBLIC status with a caption (what every status was before
+    /// audiences); returns its id.
     pub async fn post_status(&self, user: &TestUser, caption: &str) -> String {
+        self.post_status_to(user, caption, "PUBLIC").await
+    }
+
+    /// Posts a status with a caption for `audience`; returns its id.
+    pub async fn post_status_to(&self, user: &TestUser, caption: &str, audience: &str) -> String {
         let data = self
             .ok(
                 user.token(),
-                "mutation($c: String) { createStatus(input: { caption: $c }) { id } }",
-                json!({ "c": caption }),
+                "mutation($c: String, $a: StatusAudience!) { createStatus(input: { caption: $c, audience: $a }) { id } }",
+                json!({ "c": caption, "a": audience }),
             )
             .await;
         data["createStatus"]["id"].as_str().expect("id").to_owned()

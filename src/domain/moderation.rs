@@ -1,0 +1,436 @@
+//! Reports and moderation.
+//!
+//! Any signed-in user may report a status, moment or user they can see,
+//! with a reason; a report keeps who, what (with the text as the reporter
+//! saw it) and when. Reporting the same thing again while the first report
+//! is open returns that report.
+//!
+//! Moderators (`users.is_moderator`, granted by `ephemera users
+//! grant-moderator NAME`) page through reports, take content down, resolve
+//! reports and suspend or reinstate accounts. Every moderator action by
+//! anyone else is `FORBIDDEN`. A moderator reads everything else like any
+//! other user: the role widens no read path.
+//!
+//! - Taking down deletes the status or moment at once (no grace), its media
+//!   through the deletion outbox, and tells the author why in a notice
+//!   (`moderationNotices`); the open reports about it are resolved.
+//! - Suspending ends every session of the account (its tokens stop
+//!   working), refuses its sign-ins with the reason, and removes its content
+//!   and profile from every path (`domain::visibility`) until it is
+//!   reinstated; nothing is deleted.
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
+
+use super::location::{self, Placed};
+use super::page::{Key, Page, PageQuery};
+use crate::clock::Millis;
+use crate::db::{self, Sql, insert};
+use crate::entity::{moderation_notice, report};
+use crate::error::{AppError, AppResult};
+use crate::ids::IdGenerator;
+use crate::state::Accounts;
+
+const MAX_DETAILS: usize = 1000;
+const MAX_REASON: usize = 500;
+
+/// What a report is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubjectKind {
+    Status,
+    Moment,
+    User,
+}
+
+impl SubjectKind {
+    /// The stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectKind::Status => "STATUS",
+            SubjectKind::Moment => "MOMENT",
+            SubjectKind::User => "USER",
+        }
+    }
+
+    /// From the stored form.
+    pub fn from_stored(s: &str) -> Self {
+        match s {
+            "STATUS" => SubjectKind::Status,
+            "MOMENT" => SubjectKind::Moment,
+            _ => SubjectKind::User,
+        }
+    }
+}
+
+/// A new report.
+#[derive(Debug)]
+pub struct NewReport {
+    pub subject_id: i64,
+    /// One of the reasons the API lists, stored as its name.
+    pub reason: String,
+    pub details: Option<String>,
+}
+
+/// Reports `input.subject_id`, which the reporter must be able to see
+/// (`NOT_FOUND` otherwise, as for anything they cannot see). Reporting
+/// oneself or one's own content is `BAD_USER_INPUT`.
+pub async fn report(
+    db: &DatabaseConnection,
+    ids: &IdGenerator,
+    reporter: i64,
+    input: NewReport,
+    now: Millis,
+) -> AppResult<report::Model> {
+    let details = super::normalize_text(input.details, "details", MAX_DETAILS)?;
+    let id = input.subject_id;
+    let me = Some(reporter);
+    let (kind, author, excerpt) =
+        if let Some(s) = super::status::find_readable(db, me, id, now).await? {
+            (SubjectKind::Status, s.author_id, s.caption)
+        } else if let Some(m) = super::moment::find_readable(db, me, id, now).await? {
+            (SubjectKind::Moment, m.author_id, m.caption)
+        } else if let Some(u) = super::user::find_visible_by_ids(db, me, &[id])
+            .await?
+            .remove(&id)
+        {
+            let shown = u.display_name.unwrap_or(u.username);
+            (SubjectKind::User, u.id, Some(shown))
+        } else {
+            return Err(AppError::not_found("nothing to report with this id"));
+        };
+    if author == reporter {
+        return Err(AppError::bad_input("you cannot report yourself"));
+    }
+    let open: Option<report::Model> = db::fetch_one(
+        db,
+        Sql::new("SELECT * FROM reports WHERE reporter_id = ")
+            .bind(reporter)
+            .push(" AND subject_id = ")
+            .bind(id)
+            .push(" AND resolved_at IS NULL"),
+    )
+    .await?;
+    if let Some(open) = open {
+        return Ok(open);
+    }
+    let row = report::Model {
+        id: ids.next_id(),
+        reporter_id: Some(reporter),
+        subject_kind: kind.as_str().to_owned(),
+        subject_id: id,
+        subject_author_id: Some(author),
+        excerpt,
+        reason: input.reason,
+        details,
+        created_at: now,
+        resolved_at: None,
+        resolved_by: None,
+        resolution: None,
+    };
+    insert::row(db, row.clone()).await?;
+    Ok(row)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct RoleRow {
+    is_moderator: bool,
+}
+
+/// `FORBIDDEN` unless `viewer` is a moderator.
+pub async fn require_moderator<C: ConnectionTrait>(db: &C, viewer: i64) -> AppResult<()> {
+    let row: Option<RoleRow> = db::fetch_one(
+        db,
+        Sql::new("SELECT is_moderator FROM users WHERE id = ").bind(viewer),
+    )
+    .await?;
+    match row {
+        Some(r) if r.is_moderator => Ok(()),
+        _ => Err(AppError::forbidden("only moderators may do this")),
+    }
+}
+
+/// Whether `viewer` is a moderator.
+pub async fn is_moderator<C: ConnectionTrait>(db: &C, viewer: i64) -> AppResult<bool> {
+    Ok(require_moderator(db, viewer).await.is_ok())
+}
+
+/// A page of reports, newest first; open ones only unless `all`. For
+/// moderators.
+pub async fn reports_page<C: ConnectionTrait>(
+    db: &C,
+    moderator: i64,
+    all: bool,
+    q: &PageQuery,
+) -> AppResult<Page<report::Model>> {
+    require_moderator(db, moderator).await?;
+    let open = if all {
+        "1 = 1"
+    } else {
+        "r.resolved_at IS NULL"
+    };
+    let sql = Sql::new(&format!("SELECT r.* FROM reports r WHERE {open}"))
+        .append(q.bounds("r.created_at", "r.id"));
+    let rows: Vec<report::Model> = db::fetch_all(db, sql).await?;
+    Ok(q.page(rows, |r| Key {
+        ts: r.created_at,
+        id: r.id,
+    }))
+}
+
+/// A report by id, for moderators.
+pub async fn find_report<C: ConnectionTrait>(
+    db: &C,
+    moderator: i64,
+    id: i64,
+) -> AppResult<report::Model> {
+    require_moderator(db, moderator).await?;
+    db::fetch_one(db, Sql::new("SELECT * FROM reports WHERE id = ").bind(id))
+        .await?
+        .ok_or_else(|| AppError::not_found("report not found"))
+}
+
+/// Resolves a report with a note (its outcome). Resolving a resolved report
+/// again keeps the first resolution.
+pub async fn resolve(
+    db: &DatabaseConnection,
+    moderator: i64,
+    id: i64,
+    resolution: String,
+    now: Millis,
+) -> AppResult<report::Model> {
+    let resolution = checked_reason(resolution, "resolution")?;
+    require_moderator(db, moderator).await?;
+    db::execute(
+        db,
+        Sql::new("UPDATE reports SET resolved_at = ")
+            .bind(now)
+            .push(", resolved_by = ")
+            .bind(moderator)
+            .push(", resolution = ")
+            .bind(resolution)
+            .push(" WHERE id = ")
+            .bind(id)
+            .push(" AND resolved_at IS NULL"),
+    )
+    .await?;
+    find_report(db, moderator, id).await
+}
+
+fn checked_reason(reason: String, field: &str) -> AppResult<String> {
+    super::normalize_text(Some(reason), field, MAX_REASON)?
+        .ok_or_else(|| AppError::bad_input(format!("{field} must not be blank")))
+}
+
+/// Resolves the open reports about `subject` (in the caller's transaction).
+async fn resolve_about<C: ConnectionTrait>(
+    txn: &C,
+    moderator: i64,
+    subject: i64,
+    resolution: &str,
+    now: Millis,
+) -> AppResult<()> {
+    db::execute(
+        txn,
+        Sql::new("UPDATE reports SET resolved_at = ")
+            .bind(now)
+            .push(", resolved_by = ")
+            .bind(moderator)
+            .push(", resolution = ")
+            .bind(resolution)
+            .push(" WHERE subject_id = ")
+            .bind(subject)
+            .push(" AND resolved_at IS NULL"),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn notify<C: ConnectionTrait>(
+    txn: &C,
+    ids: &IdGenerator,
+    user: i64,
+    kind: SubjectKind,
+    subject: i64,
+    reason: &str,
+    now: Millis,
+) -> AppResult<()> {
+    let row = moderation_notice::Model {
+        id: ids.next_id(),
+        user_id: user,
+        subject_kind: kind.as_str().to_owned(),
+        subject_id: subject,
+        reason: reason.to_owned(),
+        created_at: now,
+    };
+    insert::row(txn, row).await?;
+    Ok(())
+}
+
+#[derive(Debug, FromQueryResult)]
+struct GoneStatus {
+    author_id: i64,
+    media_id: Option<i64>,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct GoneMoment {
+    author_id: i64,
+    media_id: i64,
+    location_id: Option<i64>,
+    visibility: String,
+    deleted_at: Option<i64>,
+}
+
+/// Takes a status or moment down (see the module doc); returns what it was.
+/// `NOT_FOUND` if no status or moment has this id; a user is suspended
+/// instead (`BAD_USER_INPUT`).
+pub async fn take_down(
+    db: &DatabaseConnection,
+    ids: &IdGenerator,
+    moderator: i64,
+    subject: i64,
+    reason: String,
+    now: Millis,
+) -> AppResult<SubjectKind> {
+    let reason = checked_reason(reason, "reason")?;
+    require_moderator(db, moderator).await?;
+    let txn = db::begin(db).await?;
+    let status: Option<GoneStatus> = db::fetch_one(
+        &txn,
+        Sql::new("DELETE FROM statuses WHERE id = ")
+            .bind(subject)
+            .push(" RETURNING author_id, media_id"),
+    )
+    .await?;
+    let (kind, author) = if let Some(s) = status {
+        let media: Vec<i64> = s.media_id.into_iter().collect();
+        super::media::delete_by_ids(&txn, &media, now).await?;
+        super::status::refresh_tray(&txn, s.author_id).await?;
+        (SubjectKind::Status, s.author_id)
+    } else {
+        let moment: Option<GoneMoment> = db::fetch_one(
+            &txn,
+            Sql::new("DELETE FROM moments WHERE id = ")
+                .bind(subject)
+                .push(" RETURNING author_id, media_id, location_id, visibility, deleted_at"),
+        )
+        .await?;
+        let Some(m) = moment else {
+            if super::user::find_by_id(&txn, subject).await?.is_some() {
+                return Err(AppError::bad_input("a user is suspended, not taken down"));
+            }
+            return Err(AppError::not_found("no status or moment with this id"));
+        };
+        if m.deleted_at.is_none() {
+            let placed = Placed {
+                location_id: m.location_id,
+                visibility: m.visibility,
+            };
+            location::count_public(&txn, &[placed], -1).await?;
+        }
+        super::media::delete_by_ids(&txn, &[m.media_id], now).await?;
+        location::drop_unused(&txn, &m.location_id.into_iter().collect::<Vec<_>>()).await?;
+        (SubjectKind::Moment, m.author_id)
+    };
+    notify(&txn, ids, author, kind, subject, &reason, now).await?;
+    resolve_about(
+        &txn,
+        moderator,
+        subject,
+        &format!("taken down: {reason}"),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(kind)
+}
+
+/// Suspends an account (see the module doc). Suspending oneself is
+/// `BAD_USER_INPUT`; an unknown user `NOT_FOUND`.
+pub async fn suspend(
+    db: &DatabaseConnection,
+    accounts: &Accounts,
+    ids: &IdGenerator,
+    moderator: i64,
+    user: i64,
+    reason: String,
+    now: Millis,
+) -> AppResult<()> {
+    let reason = checked_reason(reason, "reason")?;
+    require_moderator(db, moderator).await?;
+    if user == moderator {
+        return Err(AppError::bad_input("you cannot suspend yourself"));
+    }
+    let txn = db::begin(db).await?;
+    let changed = db::execute(
+        &txn,
+        Sql::new("UPDATE users SET suspended_at = ")
+            .bind(now)
+            .push(", suspension_reason = ")
+            .bind(reason.clone())
+            .push(" WHERE id = ")
+            .bind(user),
+    )
+    .await?;
+    if changed == 0 {
+        return Err(AppError::not_found("user not found"));
+    }
+    let sessions = super::session::end_all(&txn, user).await?;
+    notify(&txn, ids, user, SubjectKind::User, user, &reason, now).await?;
+    resolve_about(&txn, moderator, user, &format!("suspended: {reason}"), now).await?;
+    txn.commit().await?;
+    super::session::forget_all(accounts, user, &sessions);
+    Ok(())
+}
+
+/// Lifts a suspension: the account can sign in again and its content is
+/// back. `NOT_FOUND` for an unknown user.
+pub async fn reinstate(db: &DatabaseConnection, moderator: i64, user: i64) -> AppResult<()> {
+    require_moderator(db, moderator).await?;
+    let changed = db::execute(
+        db,
+        Sql::new("UPDATE users SET suspended_at = NULL, suspension_reason = NULL WHERE id = ")
+            .bind(user),
+    )
+    .await?;
+    if changed == 0 {
+        return Err(AppError::not_found("user not found"));
+    }
+    Ok(())
+}
+
+/// Grants (or takes back) the moderator role by username; `NOT_FOUND` for
+/// an unknown name. For the command line.
+pub async fn set_moderator<C: ConnectionTrait>(
+    db: &C,
+    username: &str,
+    moderator: bool,
+) -> AppResult<()> {
+    let changed = db::execute(
+        db,
+        Sql::new("UPDATE users SET is_moderator = ")
+            .bind(moderator)
+            .push(" WHERE username_key = ")
+            .bind(username.trim().to_ascii_lowercase()),
+    )
+    .await?;
+    if changed == 0 {
+        return Err(AppError::not_found(format!("no user named {username}")));
+    }
+    Ok(())
+}
+
+/// A page of what moderators told `user`, newest first.
+pub async fn notices_page<C: ConnectionTrait>(
+    db: &C,
+    user: i64,
+    q: &PageQuery,
+) -> AppResult<Page<moderation_notice::Model>> {
+    let sql = Sql::new("SELECT n.* FROM moderation_notices n WHERE n.user_id = ")
+        .bind(user)
+        .append(q.bounds("n.created_at", "n.id"));
+    let rows: Vec<moderation_notice::Model> = db::fetch_all(db, sql).await?;
+    Ok(q.page(rows, |n| Key {
+        ts: n.created_at,
+        id: n.id,
+    }))
+}
