@@ -54,9 +54,9 @@ impl Relation {
 }
 
 /// Puts `other` on the viewer's `list` (idempotent). Yourself is
-/// `BAD_USER_INPUT`; someone the viewer cannot see (unknown, suspended,
-/// blocked either way) is `NOT_FOUND`; a close friend who is not an accepted
-/// friend is `BAD_USER_INPUT`.
+/// `BAD_USER_INPUT`; an unknown user, and (but for a block) one the viewer
+/// cannot see (suspended, blocked either way), is `NOT_FOUND`; a close
+/// friend who is not an accepted friend is `BAD_USER_INPUT`.
 pub async fn add(
     db: &DatabaseConnection,
     viewer: i64,
@@ -67,7 +67,14 @@ pub async fn add(
     if viewer == other {
         return Err(AppError::bad_input(format!("you cannot {}", list.verb())));
     }
-    if !user::is_visible(db, viewer, other).await? {
+    // Anyone who exists may be blocked, one who blocked the viewer too (and
+    // blocking again is idempotent); the other lists need someone visible.
+    let found = if list == Relation::Block {
+        user::find_by_id(db, other).await?.is_some()
+    } else {
+        user::is_visible(db, viewer, other).await?
+    };
+    if !found {
         return Err(AppError::not_found("user not found"));
     }
     let txn = db::begin(db).await?;

@@ -110,8 +110,9 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-        #[graphql(default = false)] include_resolved: bool,
+        #[graphql(default_with = "Some(false)")] include_resolved: Option<bool>,
     ) -> Result<Connection<String, Report>> {
+        let include_resolved = include_resolved.unwrap_or(false);
         let v = viewer(ctx).require()?;
         let list = List(CursorKind::Report, i64::from(include_resolved));
         let q = forward_query(ctx, list, first, after, 20)?;
