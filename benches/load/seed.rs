@@ -196,7 +196,7 @@ impl Bench {
         let (with, from) = self.series(1, users);
         let (cte_g, _) = self.dialect().integers("g", "i", 1, users);
         self.insert::<user::Entity>(format!(
-            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now} FROM {from}"
+            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL FROM {from}"
         ))
         .await;
         // One sign-in session per account, numbered as the account, so
@@ -269,6 +269,20 @@ impl Bench {
         .await;
     }
 
+    /// SQL for row `i`'s status audience: PUBLIC (how every status stored
+    /// before audiences reads, so runs compare with older builds), or with
+    /// `BENCH_AUDIENCES=mixed` half PUBLIC, a quarter FRIENDS, a quarter
+    /// CLOSE_FRIENDS.
+    fn audience_sql(&self) -> String {
+        if std::env::var("BENCH_AUDIENCES").is_ok_and(|v| v == "mixed") {
+            format!(
+                "(CASE ({SPREAD} / 5) % 4 WHEN 0 THEN 'FRIENDS' WHEN 1 THEN 'CLOSE_FRIENDS' ELSE 'PUBLIC' END)"
+            )
+        } else {
+            "'PUBLIC'".to_owned()
+        }
+    }
+
     /// SQL for row `i`'s author.
     fn author_sql(&self) -> String {
         format!("(1 + (i * 7919) % {})", self.users)
@@ -293,15 +307,17 @@ impl Bench {
         self.insert::<status::Entity>(format!(
             "{with}SELECT {STATUS} + i, {author}, \
                CASE WHEN {h} % 4 = 0 THEN {STATUS_MEDIA} + i END, \
-               'status ' || i, '#336699', {created}, {created} + {day} FROM {from}",
+               'status ' || i, '#336699', {created}, {created} + {day}, {audience} FROM {from}",
+            audience = self.audience_sql(),
             day = 24 * HOUR_MS
         ))
         .await;
         self.exec("DELETE FROM status_tray").await;
         // The tray as `domain::status` keeps it, rebuilt from the statuses.
         self.exec(
-            "INSERT INTO status_tray (author_id, latest_created_at, max_expires_at) \
-             SELECT author_id, MAX(created_at), MAX(expires_at) FROM statuses GROUP BY author_id",
+            "INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) \
+             SELECT author_id, audience, MAX(created_at), MAX(expires_at) FROM statuses \
+             GROUP BY author_id, audience",
         )
         .await;
     }
@@ -340,7 +356,7 @@ impl Bench {
             .await;
         self.insert::<status::Entity>(format!(
             "{with}SELECT {EXPIRED} + i, {author}, {EXPIRED_MEDIA} + i, 'expired ' || i, NULL, \
-               {created}, {created} + {day} FROM {from}",
+               {created}, {created} + {day}, 'PUBLIC' FROM {from}",
             day = 24 * HOUR_MS
         ))
         .await;

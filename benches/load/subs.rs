@@ -80,7 +80,7 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
             event += 1;
             let sent = Instant::now();
             let body = json!({
-                "query": "mutation($c: String!) { createStatus(input: { caption: $c }) { id } }",
+                "query": "mutation($c: String!) { createStatus(input: { caption: $c, audience: PUBLIC }) { id } }",
                 "variables": { "c": format!("bench-event-{event}") },
             });
             let answer: Value = http

@@ -201,12 +201,7 @@ pub async fn resolve(
     require_moderator(db, moderator).await?;
     db::execute(
         db,
-        Sql::new("UPDATE reports SET resolved_at = ")
-            .bind(now)
-            .push(", resolved_by = ")
-            .bind(moderator)
-            .push(", resolution = ")
-            .bind(resolution)
+        resolving(moderator, &resolution, now)
             .push(" WHERE id = ")
             .bind(id)
             .push(" AND resolved_at IS NULL"),
@@ -220,6 +215,17 @@ fn checked_reason(reason: String, field: &str) -> AppResult<String> {
         .ok_or_else(|| AppError::bad_input(format!("{field} must not be blank")))
 }
 
+/// `UPDATE reports SET` the resolution of `moderator` at `now` (a `WHERE`
+/// follows).
+fn resolving(moderator: i64, resolution: &str, now: Millis) -> Sql {
+    Sql::new("UPDATE reports SET resolved_at = ")
+        .bind(now)
+        .push(", resolved_by = ")
+        .bind(moderator)
+        .push(", resolution = ")
+        .bind(resolution)
+}
+
 /// Resolves the open reports about `subject` (in the caller's transaction).
 async fn resolve_about<C: ConnectionTrait>(
     txn: &C,
@@ -230,12 +236,7 @@ async fn resolve_about<C: ConnectionTrait>(
 ) -> AppResult<()> {
     db::execute(
         txn,
-        Sql::new("UPDATE reports SET resolved_at = ")
-            .bind(now)
-            .push(", resolved_by = ")
-            .bind(moderator)
-            .push(", resolution = ")
-            .bind(resolution)
+        resolving(moderator, resolution, now)
             .push(" WHERE subject_id = ")
             .bind(subject)
             .push(" AND resolved_at IS NULL"),

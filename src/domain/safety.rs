@@ -132,15 +132,20 @@ pub async fn remove(
     }
     db::execute(
         db,
-        Sql::new("DELETE FROM user_relations WHERE subject_id = ")
-            .bind(viewer)
-            .push(" AND object_id = ")
-            .bind(other)
-            .push(" AND kind = ")
-            .bind(list.kind()),
+        Sql::new("DELETE FROM user_relations WHERE ").append(row_of(viewer, other, list)),
     )
     .await?;
     Ok(())
+}
+
+/// SQL that keeps the one row saying `viewer` keeps `other` on `list`.
+fn row_of(viewer: i64, other: i64, list: Relation) -> Sql {
+    Sql::new("subject_id = ")
+        .bind(viewer)
+        .push(" AND object_id = ")
+        .bind(other)
+        .push(" AND kind = ")
+        .bind(list.kind())
 }
 
 async fn has<C: ConnectionTrait>(
@@ -156,12 +161,7 @@ async fn has<C: ConnectionTrait>(
     }
     let row: Option<Row> = db::fetch_one(
         db,
-        Sql::new("SELECT object_id FROM user_relations WHERE subject_id = ")
-            .bind(viewer)
-            .push(" AND object_id = ")
-            .bind(other)
-            .push(" AND kind = ")
-            .bind(list.kind()),
+        Sql::new("SELECT object_id FROM user_relations WHERE ").append(row_of(viewer, other, list)),
     )
     .await?;
     Ok(row.is_some())

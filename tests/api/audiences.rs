@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use crate::both_backends;
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{TestApp, TestUser, error_code};
+use crate::support::{TestApp, TestUser, connection_ids, error_code};
 
 both_backends!(every_path_agrees_on_who_sees_what);
 
@@ -102,18 +102,7 @@ struct Moment {
 }
 
 fn ids(conn: &Value) -> BTreeSet<String> {
-    conn["nodes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("a connection: {conn}"))
-        .iter()
-        .map(|n| n["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
-async fn relate(app: &TestApp, who: &TestUser, mutation: &str, other: &TestUser) {
-    let q = format!("mutation($u: ID!) {{ {mutation}(userId: $u) }}");
-    let data = app.ok(who.token(), &q, json!({ "u": other.id })).await;
-    assert_eq!(data[mutation], other.id);
+    connection_ids(conn).into_iter().collect()
 }
 
 const WORLD: &str = "{ south: -90, west: -180, north: 90, east: 180 }";
@@ -149,11 +138,13 @@ async fn every_path_agrees_on_who_sees_what(app: &TestApp) {
     ] {
         app.befriend(&author, &user(rel)).await;
     }
-    relate(app, &author, "addCloseFriend", &user(Rel::CloseFriend)).await;
-    relate(app, &author, "hideStoriesFrom", &user(Rel::Hidden)).await;
-    relate(app, &user(Rel::Muter), "muteUser", &author).await;
-    relate(app, &user(Rel::Blocker), "blockUser", &author).await;
-    relate(app, &author, "blockUser", &user(Rel::Blocked)).await;
+    app.relate(&author, "addCloseFriend", &user(Rel::CloseFriend))
+        .await;
+    app.relate(&author, "hideStoriesFrom", &user(Rel::Hidden))
+        .await;
+    app.relate(&user(Rel::Muter), "muteUser", &author).await;
+    app.relate(&user(Rel::Blocker), "blockUser", &author).await;
+    app.relate(&author, "blockUser", &user(Rel::Blocked)).await;
     ephemera::domain::moderation::set_moderator(&app.state.db, "moderator", true)
         .await
         .unwrap();

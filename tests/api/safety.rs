@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{TestApp, TestUser, error_code};
+use crate::support::{TestApp, TestUser, connection_ids, error_code};
 
 both_backends!(
     lists_are_paged_and_private,
@@ -28,24 +28,6 @@ const LISTS: [(&str, &str, &str); 4] = [
 async fn call(app: &TestApp, who: &TestUser, mutation: &str, other: &str) -> Value {
     let q = format!("mutation($u: ID!) {{ {mutation}(userId: $u) }}");
     app.gql(who.token(), &q, json!({ "u": other })).await
-}
-
-async fn ok(app: &TestApp, who: &TestUser, mutation: &str, other: &TestUser) {
-    let resp = call(app, who, mutation, &other.id).await;
-    assert_eq!(
-        resp["data"][mutation],
-        other.id.as_str(),
-        "{mutation}: {resp}"
-    );
-}
-
-fn ids(conn: &Value) -> Vec<String> {
-    conn["nodes"]
-        .as_array()
-        .unwrap_or_else(|| panic!("a connection: {conn}"))
-        .iter()
-        .map(|n| n["id"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 async fn list(
@@ -70,17 +52,25 @@ async fn lists_are_paged_and_private(app: &TestApp) {
     app.befriend(&owner, &a).await;
     app.befriend(&owner, &b).await;
     for (add, remove, field) in LISTS {
-        ok(app, &owner, add, &a).await;
+        app.relate(&owner, add, &a).await;
         app.clock.advance(std::time::Duration::from_secs(1));
-        ok(app, &owner, add, &b).await;
+        app.relate(&owner, add, &b).await;
         // Idempotent.
-        ok(app, &owner, add, &b).await;
+        app.relate(&owner, add, &b).await;
         let page = list(app, &owner, field, 1, None).await;
-        assert_eq!(ids(&page), vec![b.id.clone()], "{field}: newest first");
+        assert_eq!(
+            connection_ids(&page),
+            vec![b.id.clone()],
+            "{field}: newest first"
+        );
         assert_eq!(page["pageInfo"]["hasNextPage"], true);
         let cursor = page["pageInfo"]["endCursor"].as_str().unwrap().to_owned();
         let rest = list(app, &owner, field, 1, Some(&cursor)).await;
-        assert_eq!(ids(&rest), vec![a.id.clone()], "{field}: second page");
+        assert_eq!(
+            connection_ids(&rest),
+            vec![a.id.clone()],
+            "{field}: second page"
+        );
         assert_eq!(rest["pageInfo"]["hasNextPage"], false);
         // A cursor of one person's list is refused on another's.
         let q = format!("query($a: String) {{ {field}(after: $a) {{ nodes {{ id }} }} }}");
@@ -88,15 +78,15 @@ async fn lists_are_paged_and_private(app: &TestApp) {
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{field}");
         // Nobody else's list is readable: each reads their own (empty).
         assert!(
-            ids(&list(app, &a, field, 10, None).await).is_empty(),
+            connection_ids(&list(app, &a, field, 10, None).await).is_empty(),
             "{field}"
         );
         let resp = app.gql(None, &q, json!({ "a": null })).await;
         assert_eq!(error_code(&resp), "UNAUTHENTICATED", "{field}");
-        ok(app, &owner, remove, &a).await;
-        ok(app, &owner, remove, &a).await;
-        ok(app, &owner, remove, &b).await;
-        assert!(ids(&list(app, &owner, field, 10, None).await).is_empty());
+        app.relate(&owner, remove, &a).await;
+        app.relate(&owner, remove, &a).await;
+        app.relate(&owner, remove, &b).await;
+        assert!(connection_ids(&list(app, &owner, field, 10, None).await).is_empty());
         if add == "blockUser" {
             // The block ended the friendships; bring them back for the next list.
             app.befriend(&owner, &a).await;
@@ -122,8 +112,8 @@ async fn close_friends_are_friends_only(app: &TestApp) {
         let resp = call(app, &owner, "addCloseFriend", &user.id).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
     }
-    assert!(ids(&list(app, &owner, "closeFriends", 10, None).await).is_empty());
-    ok(app, &owner, "addCloseFriend", &pal).await;
+    assert!(connection_ids(&list(app, &owner, "closeFriends", 10, None).await).is_empty());
+    app.relate(&owner, "addCloseFriend", &pal).await;
     let id = app
         .post_status_to(&owner, "inner circle", "CLOSE_FRIENDS")
         .await;
@@ -136,7 +126,7 @@ async fn close_friends_are_friends_only(app: &TestApp) {
         json!({ "u": owner.id }),
     )
     .await;
-    assert!(ids(&list(app, &owner, "closeFriends", 10, None).await).is_empty());
+    assert!(connection_ids(&list(app, &owner, "closeFriends", 10, None).await).is_empty());
     assert!(app.ok(pal.token(), q, json!({ "id": id })).await["status"].is_null());
     // Friends again: not close again until added.
     app.befriend(&owner, &pal).await;
@@ -184,7 +174,7 @@ async fn blocks_hide_likes_views_and_counts(app: &TestApp) {
         json!({ "u": bystander.id }),
     )
     .await;
-    ok(app, &author, "blockUser", &troll).await;
+    app.relate(&author, "blockUser", &troll).await;
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM friendships WHERE (low_id = {a} OR high_id = {a})",
@@ -198,9 +188,15 @@ async fn blocks_hide_likes_views_and_counts(app: &TestApp) {
     let q = "query($s: ID!, $m: ID!) { status(id: $s) { viewCount viewers { nodes { id } } } moment(id: $m) { likesCount likers { nodes { id } } } }";
     let vars = json!({ "s": status, "m": moment_id });
     let mine = app.ok(author.token(), q, vars.clone()).await;
-    assert_eq!(ids(&mine["status"]["viewers"]), vec![fan.id.clone()]);
+    assert_eq!(
+        connection_ids(&mine["status"]["viewers"]),
+        vec![fan.id.clone()]
+    );
     assert_eq!(mine["status"]["viewCount"], 1);
-    assert_eq!(ids(&mine["moment"]["likers"]), vec![fan.id.clone()]);
+    assert_eq!(
+        connection_ids(&mine["moment"]["likers"]),
+        vec![fan.id.clone()]
+    );
     assert_eq!(mine["moment"]["likesCount"], 1);
     // Others see both likes: the block is between the two of them.
     let theirs = app.ok(bystander.token(), q, vars.clone()).await;
@@ -238,10 +234,10 @@ async fn blocks_hide_likes_views_and_counts(app: &TestApp) {
     let seen = app.ok(troll.token(), map, json!({})).await;
     assert_eq!(seen["mapMarkers"]["markers"], json!([]));
     // Only the blocker can undo it: the troll's unblock changes nothing.
-    ok(app, &troll, "unblockUser", &author).await;
+    app.relate(&troll, "unblockUser", &author).await;
     let still = app.ok(troll.token(), q, vars.clone()).await;
     assert!(still["status"].is_null());
-    ok(app, &author, "unblockUser", &troll).await;
+    app.relate(&author, "unblockUser", &troll).await;
     let back = app.ok(troll.token(), q, vars).await;
     assert!(!back["status"].is_null() && !back["moment"].is_null());
     // The friendship does not come back by itself.
@@ -259,7 +255,7 @@ async fn a_muted_person_cannot_tell(app: &TestApp) {
     let muter = app.sign_up("muter").await;
     let loud = app.sign_up("loud").await;
     app.befriend(&muter, &loud).await;
-    ok(app, &muter, "muteUser", &loud).await;
+    app.relate(&muter, "muteUser", &loud).await;
     // The muted person still sees the muter's statuses and moments, in
     // lists and directly, as before.
     let s = app.post_status(&muter, "still here").await;

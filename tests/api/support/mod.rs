@@ -369,6 +369,19 @@ impl TestApp {
         data["createStatus"]["id"].as_str().expect("id").to_owned()
     }
 
+    /// Runs a `mutation(userId: ID!): ID!` about `other` as `who` (the
+    /// safety lists: `blockUser`, `muteUser`...) and checks it answered
+    /// `other`'s id.
+    pub async fn relate(&self, who: &TestUser, mutation: &str, other: &TestUser) {
+        let q = format!("mutation($u: ID!) {{ {mutation}(userId: $u) }}");
+        let resp = self.gql(who.token(), &q, json!({ "u": other.id })).await;
+        assert_eq!(
+            resp["data"][mutation],
+            other.id.as_str(),
+            "{mutation}: {resp}"
+        );
+    }
+
     /// Reads a counter or gauge from /metrics.
     pub async fn metric(&self, name: &str) -> u64 {
         let text = self
@@ -599,6 +612,16 @@ pub fn fixture(name: &str) -> Vec<u8> {
 /// Whether `needle` occurs in `haystack`.
 pub fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The ids of a connection's `nodes`, in order.
+pub fn connection_ids(conn: &Value) -> Vec<String> {
+    conn["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a connection: {conn}"))
+        .iter()
+        .map(|n| n["id"].as_str().expect("an id").to_owned())
+        .collect()
 }
 
 /// The first error's `extensions.code`.
