@@ -314,12 +314,18 @@ impl Bench {
         .await;
         self.exec("DELETE FROM status_tray").await;
         // The tray as `domain::status` keeps it, rebuilt from the statuses.
-        self.exec(
-            "INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) \
-             SELECT author_id, audience, MAX(created_at), MAX(expires_at) FROM statuses \
-             GROUP BY author_id, audience",
-        )
-        .await;
+        for (level, admitted) in [
+            ("PUBLIC", "audience = 'PUBLIC'"),
+            ("FRIENDS", "audience IN ('PUBLIC', 'FRIENDS')"),
+            ("CLOSE_FRIENDS", "1 = 1"),
+        ] {
+            self.exec(&format!(
+                "INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) \
+                 SELECT author_id, '{level}', MAX(created_at), MAX(expires_at) FROM statuses \
+                 WHERE {admitted} GROUP BY author_id"
+            ))
+            .await;
+        }
     }
 
     async fn seed_moments(&self, from_i: i64, to_i: i64) {

@@ -4,9 +4,11 @@
 //! taken down.
 //!
 //! Statuses stored before this migration keep the audience they were posted
-//! with, `PUBLIC`. The tray summary gets one row per (author, audience), so a
-//! tray page can place an author by the newest status the viewer may see;
-//! it is rebuilt from the statuses.
+//! with, `PUBLIC`. The tray summary gets one row per (author, audience
+//! level): the level's row sums up the statuses whose audience ranks at or
+//! below it (`PUBLIC` < `FRIENDS` < `CLOSE_FRIENDS`), so a viewer reads the
+//! one row of the widest level they are admitted to; it is rebuilt from the
+//! statuses.
 
 use sea_orm_migration::prelude::*;
 
@@ -26,7 +28,11 @@ CREATE TABLE status_tray (
 );
 CREATE INDEX status_tray_order ON status_tray (latest_created_at, author_id);
 INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at)
-    SELECT author_id, audience, MAX(created_at), MAX(expires_at) FROM statuses GROUP BY author_id, audience;
+    SELECT author_id, 'PUBLIC', MAX(created_at), MAX(expires_at) FROM statuses WHERE audience = 'PUBLIC' GROUP BY author_id;
+INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at)
+    SELECT author_id, 'FRIENDS', MAX(created_at), MAX(expires_at) FROM statuses WHERE audience IN ('PUBLIC', 'FRIENDS') GROUP BY author_id;
+INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at)
+    SELECT author_id, 'CLOSE_FRIENDS', MAX(created_at), MAX(expires_at) FROM statuses WHERE 1 = 1 GROUP BY author_id;
 
 -- What `subject` keeps towards `object`: CLOSE_FRIEND (on the subject's
 -- close-friends list), HIDE (never sees the subject's statuses), MUTE (the

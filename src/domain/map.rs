@@ -94,7 +94,6 @@ fn standalone_by_cell(
     now: Millis,
 ) -> Sql {
     // Every arm but its cell is the same: built once, copied into each.
-    let select = super::moment::columns("m", viewer);
     let rest = Sql::new(" AND m.location_id IS NULL AND m.deleted_at IS NULL AND ")
         .append(edges("m", bbox))
         .push(" AND ")
@@ -102,14 +101,18 @@ fn standalone_by_cell(
     let arms = cells
         .iter()
         .map(|&cell| {
-            Sql::new("SELECT ")
-                .append(select.clone())
-                .push(" FROM moments m WHERE m.map_cell = ")
+            Sql::new("SELECT m.* FROM moments m WHERE m.map_cell = ")
                 .bind(cell)
                 .append(rest.clone())
         })
         .collect();
-    dialect.merge_newest(arms, "m", fetch)
+    // The viewer's like counts only for the rows the merge keeps (the
+    // markers are sorted again after).
+    Sql::new("SELECT ")
+        .append(super::moment::columns("w", viewer))
+        .push(" FROM (")
+        .append(dialect.merge_newest(arms, "m", fetch))
+        .push(") w")
 }
 
 /// Checks a requested marker limit: not negative; above 1,000 is clamped.

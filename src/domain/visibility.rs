@@ -148,6 +148,27 @@ pub fn status_audience(audience: &str, author: &str, who: Who<'_>) -> Sql {
         .push(")))")
 }
 
+/// SQL for the widest status audience that admits `who` to the statuses of
+/// author column `author`: `'CLOSE_FRIENDS'` for the author and their close
+/// friends, `'FRIENDS'` for their other friends, else `'PUBLIC'`. Every
+/// audience up to it admits them too (close friends are friends), so this
+/// is [`status_audience`] as one level, for the tray's summaries.
+pub fn widest_audience(author: &str, who: Who<'_>) -> Sql {
+    if who.anonymous() {
+        return Sql::new("'PUBLIC'");
+    }
+    Sql::new(&format!("(CASE WHEN {author} = "))
+        .append(who.sql())
+        .push(&format!(
+            " OR {author} IN (SELECT c.subject_id FROM user_relations c WHERE c.kind = '{}' AND c.object_id = ",
+            kind::CLOSE_FRIEND
+        ))
+        .append(who.sql())
+        .push(&format!(") THEN 'CLOSE_FRIENDS' WHEN {author} IN ("))
+        .append(friend_ids(who))
+        .push(") THEN 'FRIENDS' ELSE 'PUBLIC' END)")
+}
+
 /// SQL that keeps the statuses of alias `s` that `who` may see read this way
 /// (liveness aside: see [`super::expiry::live_status`]).
 pub fn visible_status(s: &str, who: Who<'_>, reach: Reach) -> Sql {

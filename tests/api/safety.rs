@@ -14,6 +14,7 @@ both_backends!(
     blocks_hide_likes_views_and_counts,
     a_muted_person_cannot_tell,
     the_default_audience_is_friends,
+    tray_places_follow_deletes_per_audience,
     statuses_stored_before_audiences_stay_public,
     relation_mutations_refuse_bad_input,
 );
@@ -412,4 +413,45 @@ async fn relation_mutations_refuse_bad_input(app: &TestApp) {
         .await;
     assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
+}
+
+/// Deleting a status recomputes each audience level's summary: a close
+/// friend's tray entry falls back to the newest status they may still see,
+/// and a friend's never moved.
+async fn tray_places_follow_deletes_per_audience(app: &TestApp) {
+    let author = app.sign_up("author").await;
+    let close = app.sign_up("closest").await;
+    let pal = app.sign_up("pal").await;
+    app.befriend(&author, &close).await;
+    app.befriend(&author, &pal).await;
+    app.relate(&author, "addCloseFriend", &close).await;
+    let q = "{ storyTray { nodes { latestCreatedAt storyCount } } }";
+    let public = app.post_status(&author, "for all").await;
+    let first = app.ok(pal.token(), q, json!({})).await["storyTray"]["nodes"][0].clone();
+    app.clock.advance(std::time::Duration::from_secs(60));
+    let inner = app.post_status_to(&author, "inner", "CLOSE_FRIENDS").await;
+    let seen = app.ok(close.token(), q, json!({})).await;
+    assert_ne!(
+        seen["storyTray"]["nodes"][0]["latestCreatedAt"],
+        first["latestCreatedAt"]
+    );
+    assert_eq!(seen["storyTray"]["nodes"][0]["storyCount"], 2);
+    assert_eq!(
+        app.ok(pal.token(), q, json!({})).await["storyTray"]["nodes"][0],
+        first
+    );
+    let del = "mutation($id: ID!) { deleteStatus(id: $id) }";
+    app.ok(author.token(), del, json!({ "id": inner })).await;
+    assert_eq!(
+        app.ok(close.token(), q, json!({})).await["storyTray"]["nodes"][0],
+        first
+    );
+    app.ok(author.token(), del, json!({ "id": public })).await;
+    for who in [&close, &pal, &author] {
+        assert_eq!(
+            app.ok(who.token(), q, json!({})).await["storyTray"]["nodes"],
+            json!([])
+        );
+    }
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM status_tray").await, 0);
 }
