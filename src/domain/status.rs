@@ -12,7 +12,7 @@
 //! sees (close friends are friends, so whoever is admitted to L is admitted
 //! to every level below it). A viewer reads exactly one
 //! row per author, the one of the widest level the viewer is admitted to
-//! (`visibility::widest_audience`), so an author's place in the tray is
+//! (`visibility::widest_level`), so an author's place in the tray is
 //! their newest status the viewer may see, and an author whose live
 //! statuses the viewer may not see has no entry. It
 //! is written in the same transaction as every status insert and delete, so a
@@ -440,8 +440,8 @@ pub async fn tray_page<C: ConnectionTrait>(
     ))
     .append(Dialect::of(db).opaque_bigint(now))
     // One row per author: the level this viewer is admitted to.
-    .push(" AND t.audience = ")
-    .append(visibility::widest_audience("t.author_id", who))
+    .push(" AND ")
+    .append(visibility::widest_level("t.audience", "t.author_id", who))
     .push(" AND ")
     .append(visibility::not_excluded(
         "t.author_id",
