@@ -55,8 +55,8 @@ use crate::state::Media;
 
 const MAX_CAPTION: usize = 500;
 
-/// Who may see a status.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Who may see a status, widest first (the order of the tray's levels).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Audience {
     /// Anyone, signed in or not.
     Public,
@@ -78,13 +78,11 @@ impl Audience {
     }
 
     /// The tray levels whose summaries a status for this audience is in:
-    /// its own and the wider-admitted ones (see the module doc).
-    pub fn levels_seeing(self) -> &'static [Audience] {
-        match self {
-            Audience::Public => &[Audience::Public, Audience::Friends, Audience::CloseFriends],
-            Audience::Friends => &[Audience::Friends, Audience::CloseFriends],
-            Audience::CloseFriends => &[Audience::CloseFriends],
-        }
+    /// its own and the narrower ones (see the module doc).
+    pub fn levels_seeing(self) -> impl Iterator<Item = Audience> {
+        [Audience::Public, Audience::Friends, Audience::CloseFriends]
+            .into_iter()
+            .filter(move |level| *level >= self)
     }
 
     /// SQL for the rank (0, 1, 2: public to close friends) of the stored
@@ -177,7 +175,7 @@ pub async fn create(
         &txn,
         Sql::new("INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) VALUES ")
             .append(Sql::join(
-                input.audience.levels_seeing().iter().map(|level| {
+                input.audience.levels_seeing().map(|level| {
                     Sql::new("(")
                         .bind(author)
                         .push(", ")
@@ -450,8 +448,8 @@ pub async fn tray_page<C: ConnectionTrait>(
         Reach::List,
     ))
     .push(" AND ")
-    .append(visibility::scope(scope, "t.author_id", viewer));
-    let sql = sql.append(q.bounds("t.latest_created_at", "t.author_id"));
+    .append(visibility::scope(scope, "t.author_id", viewer))
+    .append(q.bounds("t.latest_created_at", "t.author_id"));
     let key = |t: &TrayRow| Key {
         ts: t.latest_created_at,
         id: t.author_id,
@@ -693,9 +691,13 @@ pub async fn admitted<C: ConnectionTrait>(
     for chunk in signed_in.chunks(1000) {
         let rows: Vec<AdmittedRow> = db::fetch_all(
             db,
-            Sql::new("SELECT w.id, (s.author_id = w.id OR s.author_id IN (")
-                .append(visibility::friend_ids(Who::Column("w.id")))
-                .push(")) AS in_friends FROM users w JOIN statuses s ON s.id = ")
+            Sql::new("SELECT w.id, ")
+                .append(visibility::scope(
+                    Scope::Friends,
+                    "s.author_id",
+                    Who::Column("w.id"),
+                ))
+                .push(" AS in_friends FROM users w JOIN statuses s ON s.id = ")
                 .bind(id)
                 .push(" WHERE w.id IN (")
                 .list(chunk.iter().copied())

@@ -98,6 +98,26 @@ pub fn friend_ids<'a>(user: impl Into<Who<'a>>) -> Sql {
         .push(" AND accepted_at IS NOT NULL")
 }
 
+/// SQL for the ids of the accounts that keep `who` on their close-friends
+/// list (a subquery body).
+fn close_friend_of(who: Who<'_>) -> Sql {
+    Sql::new(&format!(
+        "SELECT c.subject_id FROM user_relations c WHERE c.kind = '{}' AND c.object_id = ",
+        kind::CLOSE_FRIEND
+    ))
+    .append(who.sql())
+}
+
+/// SQL that keeps rows whose author column `author` is `who` or one of
+/// `who`'s accepted friends.
+fn own_or_friends(author: &str, who: Who<'_>) -> Sql {
+    Sql::new(&format!("({author} = "))
+        .append(who.sql())
+        .push(&format!(" OR {author} IN ("))
+        .append(friend_ids(who))
+        .push("))")
+}
+
 /// SQL for the ids of the accounts whose `content` `who` never sees when
 /// reading it this way (a subquery body; see the module doc).
 pub fn excluded(who: Who<'_>, content: Content, reach: Reach) -> Sql {
@@ -141,10 +161,9 @@ pub fn status_audience(audience: &str, author: &str, who: Who<'_>) -> Sql {
         .push(&format!(" OR ({audience} = 'FRIENDS' AND {author} IN ("))
         .append(friend_ids(who))
         .push(&format!(
-            ")) OR ({audience} = 'CLOSE_FRIENDS' AND {author} IN (SELECT c.subject_id FROM user_relations c WHERE c.kind = '{}' AND c.object_id = ",
-            kind::CLOSE_FRIEND
+            ")) OR ({audience} = 'CLOSE_FRIENDS' AND {author} IN ("
         ))
-        .append(who.sql())
+        .append(close_friend_of(who))
         .push(")))")
 }
 
@@ -163,11 +182,8 @@ pub fn widest_level(level: &str, author: &str, who: Who<'_>) -> Sql {
     }
     Sql::new(&format!("(CASE WHEN {author} = "))
         .append(who.sql())
-        .push(&format!(
-            " OR {author} IN (SELECT c.subject_id FROM user_relations c WHERE c.kind = '{}' AND c.object_id = ",
-            kind::CLOSE_FRIEND
-        ))
-        .append(who.sql())
+        .push(&format!(" OR {author} IN ("))
+        .append(close_friend_of(who))
         .push(&format!(
             ") THEN {level} = 'CLOSE_FRIENDS' WHEN {author} IN ("
         ))
@@ -196,11 +212,9 @@ pub fn visible_moment(m: &str, who: Who<'_>, reach: Reach) -> Sql {
     let visibility = if who.anonymous() {
         Sql::new(&format!("{m}.visibility = 'PUBLIC'"))
     } else {
-        Sql::new(&format!("({m}.visibility = 'PUBLIC' OR {m}.author_id = "))
-            .append(who.sql())
-            .push(&format!(" OR {m}.author_id IN ("))
-            .append(friend_ids(who))
-            .push("))")
+        Sql::new(&format!("({m}.visibility = 'PUBLIC' OR "))
+            .append(own_or_friends(&format!("{m}.author_id"), who))
+            .push(")")
     };
     visibility.push(" AND ").append(not_excluded(
         &format!("{m}.author_id"),
@@ -217,14 +231,10 @@ pub fn visible_person(col: &str, who: Who<'_>) -> Sql {
 
 /// SQL that keeps rows whose author column `author_col` the scope admits for
 /// `viewer` (`1 = 1` for everyone).
-pub fn scope(scope: Scope, author_col: &str, viewer: i64) -> Sql {
+pub fn scope<'a>(scope: Scope, author_col: &str, viewer: impl Into<Who<'a>>) -> Sql {
     match scope {
         Scope::Everyone => Sql::new("1 = 1"),
-        Scope::Friends => Sql::new(&format!("({author_col} = "))
-            .bind(viewer)
-            .push(&format!(" OR {author_col} IN ("))
-            .append(friend_ids(viewer))
-            .push("))"),
+        Scope::Friends => own_or_friends(author_col, viewer.into()),
     }
 }
 
