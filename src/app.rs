@@ -1,6 +1,7 @@
 //! The wiring: [`App`] assembles the state ([`AppState::connect`]: settings
-//! checked, database connected and migrated, store opened), builds the
-//! schema and the router, starts the jobs, binds, and serves until told to
+//! checked, database connected and migrated, node id leased, store opened),
+//! builds the schema and the router, starts the jobs, the change-log reader
+//! and the node lease keeper, binds, and serves until told to
 //! stop. Nothing imports this module but the binary and the tests.
 
 use std::net::SocketAddr;
@@ -11,6 +12,7 @@ use tokio::sync::watch;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{AppError, AppResult};
+use crate::events::ReaderSettings;
 pub use crate::state::AppState;
 use crate::{graphql, http, jobs};
 
@@ -20,6 +22,9 @@ pub struct App {
     listener: TcpListener,
     router: axum::Router,
     scheduler: Option<jobs::Scheduler>,
+    /// Stops the change-log reader and the node lease keeper.
+    background: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl App {
@@ -38,11 +43,26 @@ impl App {
         } else {
             None
         };
+        let (background, stop) = watch::channel(false);
+        let reader = state.events.clone().run_reader(
+            state.log_db.clone(),
+            ReaderSettings {
+                poll: state.config.ws.event_poll,
+                page: state.config.ws.event_page,
+            },
+            stop.clone(),
+        );
+        let tasks = vec![
+            tokio::spawn(reader),
+            tokio::spawn(state.clone().keep_node(stop)),
+        ];
         Ok(Self {
             state,
             listener,
             router,
             scheduler,
+            background,
+            tasks,
         })
     }
 
@@ -77,8 +97,13 @@ impl App {
         if let Some(scheduler) = self.scheduler {
             scheduler.stop().await;
         }
+        let _ = self.background.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
         self.state.query_conns.close().await;
         self.state.db.clone().close().await.ok();
+        self.state.log_db.clone().close().await.ok();
         Ok(())
     }
 }

@@ -86,6 +86,8 @@ pub enum JobName {
     MomentExpiry,
     /// Hard-delete moments soft-deleted more than the grace ago, with their likes and media.
     MomentPurge,
+    /// Delete change-log events older than the retention.
+    EventPrune,
 }
 
 /// Where media bytes are kept.
@@ -145,10 +147,19 @@ pub struct ServerConfig {
     #[arg(long, env = "EPHEMERA_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
 
-    /// This instance's id (0 to 1023) in the ids it makes; distinct per instance.
-    #[arg(long, env = "EPHEMERA_NODE_ID", default_value_t = 0,
+    /// This instance's id (0 to 1023) in the ids it makes. Unset (the default),
+    /// the instance leases a free one from the database at start, renews the
+    /// lease while it lives and releases it on shutdown; set, it must be
+    /// distinct per instance.
+    #[arg(long, env = "EPHEMERA_NODE_ID",
           value_parser = clap::value_parser!(u16).range(0..=1023))]
-    pub node_id: u16,
+    pub node_id: Option<u16>,
+
+    /// How long a leased node id stays taken without renewal (renewed every
+    /// third of it): after an instance dies, its id is free again this long
+    /// after its last renewal.
+    #[arg(id = "node_lease", long = "node-lease", env = "EPHEMERA_NODE_LEASE", default_value = "30s", value_parser = parse_duration)]
+    pub node_lease: Duration,
 
     /// Log filter (`info`, `ephemera=debug,sqlx=warn`, ...).
     #[arg(long, env = "EPHEMERA_LOG", default_value = "info")]
@@ -341,6 +352,12 @@ pub struct MediaConfig {
     #[arg(id = "media_gc_batch", long = "media-gc-batch", env = "EPHEMERA_MEDIA_GC_BATCH", default_value_t = 100,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub gc_batch: u32,
+
+    /// How long blobs claimed by one instance's media round are left to it:
+    /// if that instance dies mid-round, another takes them over after this.
+    /// Longer than a round of `EPHEMERA_MEDIA_GC_BATCH` deletions takes.
+    #[arg(id = "media_claim_lease", long = "media-claim-lease", env = "EPHEMERA_MEDIA_CLAIM_LEASE", default_value = "10m", value_parser = parse_duration)]
+    pub claim_lease: Duration,
 
     /// Wait before retrying a failed blob deletion; doubles per failure up to
     /// `EPHEMERA_MEDIA_RETRY_MAX`.
@@ -543,9 +560,36 @@ pub struct WsConfig {
     )]
     pub max_sockets_per_address: usize,
 
-    /// Events buffered per subscriber before a slow one starts skipping.
+    /// Batches of events the bus keeps for subscribers that fall behind;
+    /// one further behind catches up from the change log (nothing is skipped).
     #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]
     pub event_buffer: usize,
+
+    /// How often each instance reads the change log for events written by the
+    /// others (a write on this instance wakes its reader at once).
+    #[arg(id = "event_poll", long = "event-poll", env = "EPHEMERA_EVENT_POLL", default_value = "100ms", value_parser = parse_duration)]
+    pub event_poll: Duration,
+
+    /// Events read from the change log at once (by the reader, and by a
+    /// subscriber catching up).
+    #[arg(id = "event_page", long = "event-page", env = "EPHEMERA_EVENT_PAGE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub event_page: u32,
+
+    /// How long events are kept: a client may resume from a cursor this old;
+    /// an older one is refused with `CURSOR_EXPIRED`.
+    #[arg(id = "event_retention", long = "event-retention", env = "EPHEMERA_EVENT_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub event_retention: Duration,
+
+    /// When the change log is pruned of events older than the retention
+    /// (cron, 6 fields, UTC).
+    #[arg(
+        id = "event_prune_cron",
+        long = "event-prune-cron",
+        env = "EPHEMERA_EVENT_PRUNE_CRON",
+        default_value = "0 */10 * * * *"
+    )]
+    pub event_prune_cron: String,
 }
 
 /// The scheduled jobs.
@@ -584,6 +628,16 @@ impl Config {
         if self.http.body_timeout.is_zero() {
             return Err(AppError::bad_input(
                 "EPHEMERA_HTTP_BODY_TIMEOUT must be longer than zero",
+            ));
+        }
+        if self.server.node_lease < Duration::from_secs(1) {
+            return Err(AppError::bad_input(
+                "EPHEMERA_NODE_LEASE must be at least 1s",
+            ));
+        }
+        if self.ws.event_poll.is_zero() || self.media.claim_lease.is_zero() {
+            return Err(AppError::bad_input(
+                "EPHEMERA_EVENT_POLL and EPHEMERA_MEDIA_CLAIM_LEASE must be longer than zero",
             ));
         }
         if self.media.unattached_ttl <= self.media.upload_ticket_ttl {

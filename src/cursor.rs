@@ -35,6 +35,8 @@ pub enum CursorKind {
     Blocked = 13,
     Report = 14,
     Notice = 15,
+    /// A position in the change log (subscriptions).
+    Event = 16,
 }
 
 /// One list a cursor belongs to: its kind and whose it is (the author of a

@@ -23,6 +23,9 @@ pub enum Code {
     PayloadTooLarge,
     UnsupportedMediaType,
     RateLimited,
+    /// A subscription cursor from before what the change log keeps: the
+    /// client refetches, then subscribes afresh.
+    CursorExpired,
     Internal,
 }
 
@@ -37,6 +40,7 @@ impl Code {
             Code::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             Code::UnsupportedMediaType => "UNSUPPORTED_MEDIA_TYPE",
             Code::RateLimited => "RATE_LIMITED",
+            Code::CursorExpired => "CURSOR_EXPIRED",
             Code::Internal => "INTERNAL_SERVER_ERROR",
         }
     }
@@ -103,6 +107,14 @@ impl AppError {
 
     pub fn payload_too_large(message: impl Into<String>) -> Self {
         Self::new(Code::PayloadTooLarge, message)
+    }
+
+    /// A subscription cursor older than what the change log keeps.
+    pub fn cursor_expired() -> Self {
+        Self::new(
+            Code::CursorExpired,
+            "this cursor is older than the events kept: refetch, then subscribe without it",
+        )
     }
 
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {

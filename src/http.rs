@@ -547,6 +547,12 @@ async fn metrics(State(state): State<HttpState>) -> Response {
          # HELP ephemera_subscribers Connected subscription streams.\n\
          # TYPE ephemera_subscribers gauge\n\
          ephemera_subscribers {}\n\
+         # HELP ephemera_event_log_statements_total SQL statements of the change log's reader and of subscribers catching up.\n\
+         # TYPE ephemera_event_log_statements_total counter\n\
+         ephemera_event_log_statements_total {}\n\
+         # HELP ephemera_node_id The node id in the ids this instance makes.\n\
+         # TYPE ephemera_node_id gauge\n\
+         ephemera_node_id {}\n\
          # HELP ephemera_media_uploads_total Media stored (uploads and checked direct uploads).\n\
          # TYPE ephemera_media_uploads_total counter\n\
          ephemera_media_uploads_total {}\n\
@@ -564,6 +570,8 @@ async fn metrics(State(state): State<HttpState>) -> Response {
         stats.pinned(),
         stats.query_connections_opened(),
         state.app.events.subscribers(),
+        state.app.log_stats.statements(),
+        state.app.ids.node(),
         media.uploads(),
         media.deleted(),
         media.failed(),

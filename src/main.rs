@@ -71,7 +71,9 @@ async fn run(cli: Cli) -> Result<(), AppError> {
             command: JobsCommand::Run { name },
         } => {
             let state = AppState::connect(config, Clock::system()).await?;
-            println!("{}", jobs::run_by_name(&state, name).await?);
+            let done = jobs::run_by_name(&state, name).await;
+            state.release_node().await;
+            println!("{}", done?);
             Ok(())
         }
         Command::Users { command } => {
@@ -80,7 +82,9 @@ async fn run(cli: Cli) -> Result<(), AppError> {
                 UsersCommand::GrantModerator { username } => (username, true),
                 UsersCommand::RevokeModerator { username } => (username, false),
             };
-            ephemera::domain::moderation::set_moderator(&state.db, name, on).await?;
+            let done = ephemera::domain::moderation::set_moderator(&state.db, name, on).await;
+            state.release_node().await;
+            done?;
             let done = if on {
                 "is now a moderator"
             } else {

@@ -19,9 +19,14 @@ use crate::cursor::Cursors;
 use crate::db::{self, DbStats, QueryConnections};
 use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
-use crate::ids::IdGenerator;
+use crate::ids::{IdGenerator, NodeLease};
 use crate::storage::{MediaStats, MediaStore};
 use crate::throttle::Attempts;
+
+/// Connections of the change log's pool: one for the reader, the rest for
+/// subscribers catching up (a thousand reconnecting at once queue here,
+/// not in front of every other request).
+const LOG_POOL: u32 = 4;
 
 /// What every request, job and resolver shares. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -30,9 +35,16 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub clock: Clock,
     pub ids: Arc<IdGenerator>,
+    /// The lease on the node id in `ids`, unless `EPHEMERA_NODE_ID` set it.
+    pub node_lease: Option<Arc<NodeLease>>,
     pub events: EventBus,
     pub cursors: Arc<Cursors>,
     pub db_stats: Arc<DbStats>,
+    /// The change log's own small pool: the reader's polls and subscribers'
+    /// catch-ups, apart from (and bounded apart from) everything else, with
+    /// statements counted apart (`ephemera_event_log_statements_total`).
+    pub log_db: DatabaseConnection,
+    pub log_stats: Arc<DbStats>,
     /// The connections GraphQL queries hold, apart from the pool (see
     /// [`db::RequestDb`]).
     pub query_conns: Arc<QueryConnections>,
@@ -91,6 +103,22 @@ impl AppState {
         )
         .await?;
         db::migrate(&db).await?;
+        let log_stats = Arc::new(DbStats::default());
+        let log_db = db::connect(
+            &config.effective_database_url(),
+            LOG_POOL,
+            log_stats.clone(),
+        )
+        .await?;
+        let (ids, node_lease) = match config.server.node_id {
+            Some(node) => (IdGenerator::new(node), None),
+            None => {
+                let lease = NodeLease::new(config.server.node_lease);
+                let node = lease.acquire(&db).await?;
+                tracing::info!(node, "leased a node id");
+                (IdGenerator::new(node), Some(Arc::new(lease)))
+            }
+        };
         let events = EventBus::new(config.ws.event_buffer);
         let media = Media {
             store: MediaStore::open(&config, secret.as_bytes()).await?,
@@ -123,12 +151,59 @@ impl AppState {
             db,
             cursors: Arc::new(Cursors::new(secret.as_bytes())),
             query_conns: Arc::new(QueryConnections::new(config.database.pool)),
-            ids: Arc::new(IdGenerator::new(config.server.node_id)),
+            ids: Arc::new(ids),
+            node_lease,
             events,
             config: Arc::new(config),
             clock,
             db_stats,
+            log_db,
+            log_stats,
         })
+    }
+}
+
+impl AppState {
+    /// Keeps the node id leased while `stop` is false: renews every third
+    /// of the lease; if the lease was lost (this instance could not renew
+    /// it in time and another took the id), leases another and makes ids
+    /// with that from then on. Releases the id when stopped.
+    pub async fn keep_node(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let Some(lease) = self.node_lease.clone() else {
+            return;
+        };
+        while !*stop.borrow() {
+            tokio::select! {
+                () = tokio::time::sleep(lease.renew_every()) => {}
+                _ = stop.changed() => continue,
+            }
+            let node = self.ids.node();
+            match lease.renew(&self.db, node).await {
+                Ok(true) => {}
+                Ok(false) => match lease.acquire(&self.db).await {
+                    Ok(new) => {
+                        tracing::warn!(old = node, new, "node id lease lost; leased another");
+                        self.ids.set_node(new);
+                    }
+                    Err(e) => e.log(),
+                },
+                Err(e) => {
+                    e.log();
+                    tracing::warn!(node, "renewing the node id lease failed; trying again");
+                }
+            }
+        }
+        self.release_node().await;
+    }
+
+    /// Gives the leased node id back (a CLI command that is done, a server
+    /// that stops).
+    pub async fn release_node(&self) {
+        if let Some(lease) = &self.node_lease
+            && let Err(e) = lease.release(&self.db, self.ids.node()).await
+        {
+            e.log();
+        }
     }
 }
 

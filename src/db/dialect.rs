@@ -21,6 +21,8 @@
 //! | [`analyze`](Dialect::analyze) | `ANALYZE` | `VACUUM ANALYZE` |
 //! | [`explain`](Dialect::explain) | `EXPLAIN QUERY PLAN` | `EXPLAIN` |
 //! | [`value_literal`](Dialect::value_literal) | SQLite's quoting | PostgreSQL's (`E'...'`) |
+//! | [`event_tx`](Dialect::event_tx) | a counter (writers take turns) | the writing transaction's id |
+//! | [`event_horizon`](Dialect::event_horizon) | everything committed | the oldest transaction still running |
 //! | [`Held`] | a detached `SqliteConnection` | a detached `PgConnection` |
 
 use std::sync::Arc;
@@ -143,6 +145,35 @@ impl Dialect {
         match self {
             Dialect::Sqlite => Sql::new("IN (").append(claim).push(")"),
             Dialect::Postgres => Sql::new("= ANY(ARRAY(").append(claim).push("))"),
+        }
+    }
+
+    /// SQL for the `tx` of an event written now: what orders the change
+    /// log's transactions as they become final (see `events`). PostgreSQL:
+    /// the writing transaction's id (64 bits, never reused). SQLite, whose
+    /// writers take turns holding the one write lock until they commit: one
+    /// more than any `tx` written or pruned before, so `tx` grows in commit
+    /// order.
+    pub fn event_tx(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => {
+                "(SELECT MAX(t) + 1 FROM (SELECT MAX(tx) AS t FROM events \
+                 UNION ALL SELECT pruned_tx FROM event_log))"
+            }
+            Dialect::Postgres => "pg_current_xact_id()::text::bigint",
+        }
+    }
+
+    /// SQL for the horizon of the change log: an event whose `tx` is below
+    /// it is final (no transaction that could still write one below it is
+    /// running), so a reader that reads only below it never skips an event
+    /// that commits late. PostgreSQL: the oldest transaction id still
+    /// running, from the statement's own snapshot. SQLite: everything
+    /// committed is final (a later writer always gets a larger `tx`).
+    pub fn event_horizon(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "9223372036854775807",
+            Dialect::Postgres => "(SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint)",
         }
     }
 
@@ -494,6 +525,15 @@ mod tests {
             Postgres.opaque_bigint(5).build(Postgres).sql,
             "(SELECT $1::bigint)"
         );
+    }
+
+    #[test]
+    fn change_log() {
+        assert!(Sqlite.event_tx().contains("MAX(tx)"));
+        assert!(Sqlite.event_tx().contains("pruned_tx"));
+        assert_eq!(Postgres.event_tx(), "pg_current_xact_id()::text::bigint");
+        assert_eq!(Sqlite.event_horizon(), i64::MAX.to_string());
+        assert!(Postgres.event_horizon().contains("pg_snapshot_xmin"));
     }
 
     #[test]

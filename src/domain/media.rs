@@ -603,9 +603,6 @@ pub struct Drained {
     pub failed: u64,
 }
 
-/// How long a claimed outbox row is left to the instance that claimed it
-/// before another may try (if the first died mid-round).
-const CLAIM_LEASE_MS: Millis = 10 * 60 * 1000;
 /// Deletions run at once against the store.
 const CONCURRENT_DELETES: usize = 8;
 
@@ -626,7 +623,8 @@ pub async fn drain_deletions(
     use futures_util::StreamExt;
     let mut drained = Drained::default();
     loop {
-        let claimed = claim_deletions(db, media.config.gc_batch, now).await?;
+        let lease = duration_millis(media.config.claim_lease);
+        let claimed = claim_deletions(db, media.config.gc_batch, lease, now).await?;
         if claimed.is_empty() {
             record_waiting(db, media).await?;
             return Ok(drained);
@@ -677,16 +675,20 @@ async fn record_waiting(db: &DatabaseConnection, media: &Media) -> AppResult<()>
     Ok(())
 }
 
+/// Claims up to `batch` due deletions for `lease` (`EPHEMERA_MEDIA_CLAIM_LEASE`):
+/// until then no other instance takes them; after it, if this instance died
+/// mid-round, another does (a blob deleted twice is "not found", done).
 async fn claim_deletions(
     db: &DatabaseConnection,
     batch: u32,
+    lease: Millis,
     now: Millis,
 ) -> AppResult<Vec<Queued>> {
     let txn = db::begin(db).await?;
     let rows: Vec<Queued> = db::fetch_all(
         &txn,
         Sql::new("UPDATE media_deletions SET next_attempt_at = ")
-            .bind(now + CLAIM_LEASE_MS)
+            .bind(now + lease)
             .push(
                 " WHERE storage_key IN (SELECT storage_key FROM media_deletions \
                  WHERE next_attempt_at <= ",

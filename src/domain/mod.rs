@@ -7,6 +7,7 @@ pub mod friend;
 pub mod geo;
 pub mod image;
 pub mod like;
+pub mod live;
 pub mod location;
 pub mod map;
 pub mod media;

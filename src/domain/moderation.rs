@@ -21,8 +21,9 @@
 
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
-use super::location::{self, Placed};
+use super::location;
 use super::page::{Key, Page, PageQuery};
+use super::status::GoneStatus;
 use crate::clock::Millis;
 use crate::db::{self, Sql, insert};
 use crate::entity::{moderation_notice, report};
@@ -257,12 +258,6 @@ async fn notify<C: ConnectionTrait>(
 }
 
 #[derive(Debug, FromQueryResult)]
-struct GoneStatus {
-    author_id: i64,
-    media_id: Option<i64>,
-}
-
-#[derive(Debug, FromQueryResult)]
 struct GoneMoment {
     author_id: i64,
     media_id: i64,
@@ -289,12 +284,11 @@ pub async fn take_down(
         &txn,
         Sql::new("DELETE FROM statuses WHERE id = ")
             .bind(subject)
-            .push(" RETURNING author_id, media_id"),
+            .push(GoneStatus::RETURNING),
     )
     .await?;
     let (kind, author) = if let Some(s) = status {
-        let media: Vec<i64> = s.media_id.into_iter().collect();
-        super::media::delete_by_ids(&txn, &media, now).await?;
+        super::status::gone(&txn, std::slice::from_ref(&s), now).await?;
         super::status::refresh_tray(&txn, s.author_id).await?;
         (SubjectKind::Status, s.author_id)
     } else {
@@ -312,11 +306,14 @@ pub async fn take_down(
             return Err(AppError::not_found("no status or moment with this id"));
         };
         if m.deleted_at.is_none() {
-            let placed = Placed {
+            // It was live: counted out of its place, and its going logged.
+            let gone = super::moment::Gone {
+                id: subject,
+                author_id: m.author_id,
                 location_id: m.location_id,
                 visibility: m.visibility,
             };
-            location::count_public(&txn, &[placed], -1).await?;
+            super::moment::gone(&txn, &[gone], now).await?;
         }
         super::media::delete_by_ids(&txn, &[m.media_id], now).await?;
         location::drop_unused(&txn, &m.location_id.into_iter().collect::<Vec<_>>()).await?;

@@ -7,7 +7,10 @@
 //! ephemeral moments; the purge hard-deletes moments soft-deleted more than
 //! the grace ago, with their likes (cascade) and media (deletion outbox).
 //!
-//! Every read goes through [`readable_sql`]: live and visible to the viewer,
+//! Creating, deleting (by hand or by expiry) and restoring each write
+//! their change-log event in the same transaction (see `events`).
+//!
+//! Every read goes through [`readable`]: live and visible to the viewer,
 //! in SQL, so no page is filtered after fetching and no read waits for a job.
 
 use std::collections::HashMap;
@@ -26,6 +29,8 @@ use crate::clock::{Millis, duration_millis};
 use crate::db::{self, Dialect, Sql};
 use crate::entity::moment;
 use crate::error::{AppError, AppResult};
+use crate::events::Kind;
+use crate::events::log::{self, Change};
 use crate::ids::IdGenerator;
 use crate::state::Media;
 
@@ -76,10 +81,10 @@ pub struct NewMoment {
 /// SQL that keeps the moments of alias `m` that are live at `now` and
 /// visible to `viewer` (0 when anonymous) read this way. Every read path,
 /// count and like builds on this one rule.
-pub fn readable(m: &str, now: Millis, viewer: i64, reach: Reach) -> Sql {
+pub fn readable<'a>(m: &str, now: Millis, viewer: impl Into<Who<'a>>, reach: Reach) -> Sql {
     live_moment(m, now)
         .push(" AND ")
-        .append(visibility::visible_moment(m, Who::User(viewer), reach))
+        .append(visibility::visible_moment(m, viewer.into(), reach))
 }
 
 /// The select list of a moment of alias `m` as `viewer` reads it: every
@@ -187,8 +192,56 @@ pub async fn create(
         visibility: row.visibility.clone(),
     };
     location::count_public(&txn, &[placed], 1).await?;
+    log::record(&txn, &[change(Kind::MomentCreated, &row)], now).await?;
     txn.commit().await?;
     Ok(row)
+}
+
+/// The change-log entry of `kind` about moment `m`.
+fn change(kind: Kind, m: &moment::Model) -> Change {
+    Change {
+        kind,
+        subject: m.id,
+        author: m.author_id,
+        audience: m.visibility.clone(),
+        viewer: None,
+    }
+}
+
+/// A moment that just left the live ones, as the change log tells it.
+#[derive(Debug, FromQueryResult)]
+pub struct Gone {
+    pub id: i64,
+    pub author_id: i64,
+    pub location_id: Option<i64>,
+    pub visibility: String,
+}
+
+impl Gone {
+    fn placed(&self) -> Placed {
+        Placed {
+            location_id: self.location_id,
+            visibility: self.visibility.clone(),
+        }
+    }
+
+    fn change(&self) -> Change {
+        Change {
+            kind: Kind::MomentDeleted,
+            subject: self.id,
+            author: self.author_id,
+            audience: self.visibility.clone(),
+            viewer: None,
+        }
+    }
+}
+
+/// Counts `gone` out of their locations and logs their deletion.
+pub async fn gone<C: ConnectionTrait>(txn: &C, gone: &[Gone], now: Millis) -> AppResult<()> {
+    let placed: Vec<Placed> = gone.iter().map(Gone::placed).collect();
+    location::count_public(txn, &placed, -1).await?;
+    let changes: Vec<Change> = gone.iter().map(Gone::change).collect();
+    log::record(txn, &changes, now).await
 }
 
 /// Moments by id that are live and that `viewer` may see.
@@ -287,7 +340,7 @@ pub async fn page<C: ConnectionTrait>(
 /// else's that they can see.
 pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) -> AppResult<i64> {
     let txn = db::begin(db).await?;
-    let deleted: Vec<Placed> = db::fetch_all(
+    let deleted: Vec<Gone> = db::fetch_all(
         &txn,
         Sql::new("UPDATE moments SET deleted_at = ")
             .bind(now)
@@ -297,11 +350,11 @@ pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) 
             .bind(viewer)
             .push(" AND ")
             .append(live_moment("moments", now))
-            .push(" RETURNING location_id, visibility"),
+            .push(" RETURNING id, author_id, location_id, visibility"),
     )
     .await?;
     if !deleted.is_empty() {
-        location::count_public(&txn, &deleted, -1).await?;
+        gone(&txn, &deleted, now).await?;
         txn.commit().await?;
         return Ok(id);
     }
@@ -344,6 +397,7 @@ pub async fn restore(
             visibility: m.visibility.clone(),
         };
         location::count_public(&txn, &[placed], 1).await?;
+        log::record(&txn, &[change(Kind::MomentRestored, &m)], now).await?;
         txn.commit().await?;
         return Ok(m);
     }
@@ -392,16 +446,16 @@ pub async fn expire(db: &DatabaseConnection, now: Millis, batch: u32) -> AppResu
             "expires_at",
             batch,
         );
-        let expired: Vec<Placed> = db::fetch_all(
+        let expired: Vec<Gone> = db::fetch_all(
             &txn,
             Sql::new("UPDATE moments SET deleted_at = ")
                 .bind(now)
                 .push(" WHERE id ")
                 .append(claim)
-                .push(" RETURNING location_id, visibility"),
+                .push(" RETURNING id, author_id, location_id, visibility"),
         )
         .await?;
-        location::count_public(&txn, &expired, -1).await?;
+        gone(&txn, &expired, now).await?;
         txn.commit().await?;
         Ok(expired.len() as u64)
     })

@@ -49,7 +49,8 @@ use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql};
 use crate::entity::status;
 use crate::error::{AppError, AppResult};
-use crate::events::{Event, EventBus, StatusCreated};
+use crate::events::Kind;
+use crate::events::log::{self, Change};
 use crate::ids::IdGenerator;
 use crate::state::Media;
 
@@ -144,7 +145,6 @@ pub async fn create(
     db: &DatabaseConnection,
     media: &Media,
     ids: &IdGenerator,
-    events: &EventBus,
     author: i64,
     input: NewStatus,
     now: Millis,
@@ -199,11 +199,53 @@ pub async fn create(
         super::media::attach(&txn, author, media_id, now).await?;
     }
     super::media::insert_holder(&txn, row.clone()).await?;
+    log::record(&txn, &[change(Kind::StatusCreated, &row)], now).await?;
     txn.commit().await?;
-    events.publish(Event::StatusCreated(std::sync::Arc::new(
-        StatusCreated::new(row.clone()),
-    )));
     Ok(row)
+}
+
+/// The change-log entry of `kind` about status `s`.
+fn change(kind: Kind, s: &status::Model) -> Change {
+    Change {
+        kind,
+        subject: s.id,
+        author: s.author_id,
+        audience: s.audience.clone(),
+        viewer: None,
+    }
+}
+
+/// A status that was just deleted, as the change log tells it.
+#[derive(Debug, FromQueryResult)]
+pub struct GoneStatus {
+    pub id: i64,
+    pub author_id: i64,
+    pub media_id: Option<i64>,
+    pub audience: String,
+}
+
+impl GoneStatus {
+    /// The `RETURNING` list that reads one.
+    pub const RETURNING: &'static str = " RETURNING id, author_id, media_id, audience";
+
+    fn change(&self) -> Change {
+        Change {
+            kind: Kind::StatusDeleted,
+            subject: self.id,
+            author: self.author_id,
+            audience: self.audience.clone(),
+            viewer: None,
+        }
+    }
+}
+
+/// After statuses were deleted in `txn`: their media go (blobs queued)
+/// and their deletion is logged. The tray is the caller's.
+pub async fn gone<C: ConnectionTrait>(txn: &C, gone: &[GoneStatus], now: Millis) -> AppResult<()> {
+    let media: Vec<i64> = gone.iter().filter_map(|r| r.media_id).collect();
+    super::media::delete_by_ids(txn, &media, now).await?;
+    let changes: Vec<Change> = gone.iter().map(GoneStatus::change).collect();
+    log::record(txn, &changes, now).await
 }
 
 #[derive(Debug, FromQueryResult)]
@@ -216,7 +258,7 @@ struct AuthorRow {
 /// owner check, so nothing can change between check and act.
 pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) -> AppResult<i64> {
     let txn = db::begin(db).await?;
-    let deleted: Vec<MediaRow> = db::fetch_all(
+    let deleted: Vec<GoneStatus> = db::fetch_all(
         &txn,
         Sql::new("DELETE FROM statuses WHERE id = ")
             .bind(id)
@@ -224,7 +266,7 @@ pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) 
             .bind(viewer)
             .push(" AND ")
             .append(live_status("statuses", now))
-            .push(" RETURNING media_id"),
+            .push(GoneStatus::RETURNING),
     )
     .await?;
     if deleted.is_empty() {
@@ -243,16 +285,10 @@ pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) 
             _ => AppError::not_found("status not found"),
         });
     }
-    let media: Vec<i64> = deleted.iter().filter_map(|r| r.media_id).collect();
-    super::media::delete_by_ids(&txn, &media, now).await?;
+    gone(&txn, &deleted, now).await?;
     refresh_tray(&txn, viewer).await?;
     txn.commit().await?;
     Ok(id)
-}
-
-#[derive(Debug, FromQueryResult)]
-struct MediaRow {
-    media_id: Option<i64>,
 }
 
 /// Recomputes an author's tray summaries from their remaining statuses (or
@@ -630,18 +666,19 @@ pub async fn viewers_page<C: ConnectionTrait>(
     Ok(keyed_page(q, rows))
 }
 
-/// Records that the viewer saw a live status. Idempotent; `NOT_FOUND` for a
-/// status that does not exist, is no longer live or that the viewer may not
-/// see.
+/// Records that the viewer saw a live status, and logs it (for the viewer's
+/// other devices) when it is news. Idempotent; `NOT_FOUND` for a status that
+/// does not exist, is no longer live or that the viewer may not see.
 pub async fn mark_seen(
     db: &DatabaseConnection,
     viewer: i64,
     id: i64,
     now: Millis,
 ) -> AppResult<status::Model> {
+    let txn = db::begin(db).await?;
     // `WHERE` before `ON CONFLICT` also keeps SQLite's parser unambiguous.
-    db::execute(
-        db,
+    let marked = db::execute(
+        &txn,
         Sql::new("INSERT INTO status_views (status_id, viewer_id, seen_at) SELECT s.id, ")
             .list([viewer, now])
             .push(" FROM statuses s WHERE s.id = ")
@@ -651,74 +688,23 @@ pub async fn mark_seen(
             .push(" ON CONFLICT (status_id, viewer_id) DO NOTHING"),
     )
     .await?;
-    find_readable(db, Some(viewer), id, now)
+    let status = find_readable(&txn, Some(viewer), id, now)
         .await?
-        .ok_or_else(|| AppError::not_found("status not found"))
-}
-
-#[derive(Debug, FromQueryResult)]
-struct AdmittedRow {
-    id: i64,
-    in_friends: bool,
-}
-
-/// Which of `viewers` (0: anonymous) may see status `id` as a live list
-/// shows it (`statusCreated`): for each admitted viewer, whether the author
-/// is the viewer or an accepted friend (what a `FRIENDS` scope keeps). The
-/// same rule as every query ([`readable`]), asked for all the viewers in
-/// one statement per thousand.
-pub async fn admitted<C: ConnectionTrait>(
-    db: &C,
-    id: i64,
-    viewers: &[i64],
-    now: Millis,
-) -> AppResult<HashMap<i64, bool>> {
-    let mut out = HashMap::new();
-    if viewers.contains(&0) {
-        let found: Option<StatusIdRow> = db::fetch_one(
-            db,
-            Sql::new("SELECT s.id AS status_id FROM statuses s WHERE s.id = ")
-                .bind(id)
-                .push(" AND ")
-                .append(readable("s", now, Who::User(0), Reach::List)),
-        )
-        .await?;
-        if found.is_some() {
-            out.insert(0, false);
-        }
+        .ok_or_else(|| AppError::not_found("status not found"))?;
+    if marked > 0 {
+        let seen = Change {
+            viewer: Some(viewer),
+            ..change(Kind::StatusSeen, &status)
+        };
+        log::record(&txn, &[seen], now).await?;
     }
-    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    for chunk in signed_in.chunks(1000) {
-        let rows: Vec<AdmittedRow> = db::fetch_all(
-            db,
-            Sql::new("SELECT w.id, ")
-                .append(visibility::scope(
-                    Scope::Friends,
-                    "s.author_id",
-                    Who::Column("w.id"),
-                ))
-                .push(" AS in_friends FROM users w JOIN statuses s ON s.id = ")
-                .bind(id)
-                .push(" WHERE w.id IN (")
-                .list(chunk.iter().copied())
-                .push(") AND ")
-                .append(readable("s", now, Who::Column("w.id"), Reach::List)),
-        )
-        .await?;
-        out.extend(rows.into_iter().map(|r| (r.id, r.in_friends)));
-    }
-    Ok(out)
+    txn.commit().await?;
+    Ok(status)
 }
 
 #[derive(Debug, FromQueryResult)]
 struct CountRow {
     n: i64,
-}
-
-#[derive(Debug, FromQueryResult)]
-struct PurgedRow {
-    author_id: i64,
-    media_id: Option<i64>,
 }
 
 /// Deletes the statuses expired at `now` (their seen rows go by cascade), in
@@ -755,8 +741,17 @@ async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppRes
             db,
             Sql::new("WITH gone AS (DELETE FROM statuses WHERE id ")
                 .append(claim())
-                .push(" RETURNING author_id, media_id), ")
+                .push(" RETURNING id, author_id, media_id, audience), ")
                 .append(super::media::delete_rows_ctes("SELECT media_id FROM gone", now))
+                .push(", logged AS (")
+                .append(log::record_rows(
+                    dialect,
+                    Kind::StatusDeleted,
+                    Sql::new("gone"),
+                    "audience",
+                    now,
+                ))
+                .push(")")
                 .push(", tray_gone AS (DELETE FROM status_tray WHERE max_expires_at <= ")
                 .bind(now)
                 .push(" AND author_id IN (SELECT author_id FROM gone)) SELECT COUNT(*) AS n FROM gone"),
@@ -765,19 +760,18 @@ async fn purge_batch(db: &DatabaseConnection, now: Millis, batch: u32) -> AppRes
         return Ok(row.map_or(0, |r| u64::try_from(r.n).unwrap_or(0)));
     }
     let txn = db::begin(db).await?;
-    let rows: Vec<PurgedRow> = db::fetch_all(
+    let rows: Vec<GoneStatus> = db::fetch_all(
         &txn,
         Sql::new("DELETE FROM statuses WHERE id ")
             .append(claim())
-            .push(" RETURNING author_id, media_id"),
+            .push(GoneStatus::RETURNING),
     )
     .await?;
     if rows.is_empty() {
         return Ok(0);
     }
     // Their media rows go too, their blobs into the outbox.
-    let media: Vec<i64> = rows.iter().filter_map(|r| r.media_id).collect();
-    super::media::delete_by_ids(&txn, &media, now).await?;
+    gone(&txn, &rows, now).await?;
     let mut authors: Vec<i64> = rows.iter().map(|r| r.author_id).collect();
     authors.sort_unstable();
     authors.dedup();

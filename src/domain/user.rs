@@ -10,6 +10,8 @@ use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql, is_unique_violation};
 use crate::entity::user;
 use crate::error::{AppError, AppResult};
+use crate::events::Kind;
+use crate::events::log;
 use crate::ids::IdGenerator;
 use crate::state::Accounts;
 use crate::throttle::ClientAddr;
@@ -211,6 +213,7 @@ pub async fn delete_account(
         db::execute(&txn, lock).await?;
     }
     super::media::queue_owner_blobs(&txn, id, now).await?;
+    log_content_gone(&txn, id, now).await?;
     super::like::forget_user(&txn, id).await?;
     let places = super::location::forget_author(&txn, id).await?;
     let deleted = db::execute(&txn, Sql::new("DELETE FROM users WHERE id = ").bind(id)).await?;
@@ -220,6 +223,44 @@ pub async fn delete_account(
     super::location::drop_unused(&txn, &places).await?;
     txn.commit().await?;
     accounts.events.end(crate::events::Ended::User(id));
+    Ok(())
+}
+
+/// Logs the deletion of `author`'s live statuses and moments (they go by
+/// cascade with the account), so live trays and feeds drop them.
+async fn log_content_gone<C: ConnectionTrait>(txn: &C, author: i64, now: Millis) -> AppResult<()> {
+    let dialect = Dialect::of(txn);
+    let theirs = |table: &str, alias: &str, columns: &str, live: Sql| {
+        Sql::new(&format!(
+            "(SELECT {columns} FROM {table} {alias} WHERE {alias}.author_id = "
+        ))
+        .bind(author)
+        .push(" AND ")
+        .append(live)
+        .push(") x")
+    };
+    let statuses = theirs(
+        "statuses",
+        "s",
+        "s.id, s.author_id, s.audience",
+        super::expiry::live_status("s", now),
+    );
+    let moments = theirs(
+        "moments",
+        "m",
+        "m.id, m.author_id, m.visibility",
+        super::expiry::live_moment("m", now),
+    );
+    db::execute(
+        txn,
+        log::record_rows(dialect, Kind::StatusDeleted, statuses, "audience", now),
+    )
+    .await?;
+    db::execute(
+        txn,
+        log::record_rows(dialect, Kind::MomentDeleted, moments, "visibility", now),
+    )
+    .await?;
     Ok(())
 }
 

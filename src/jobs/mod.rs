@@ -5,6 +5,7 @@
 //! not started twice in one instance; across instances the jobs' own locking
 //! (`SKIP LOCKED`) keeps them apart.
 
+pub mod event_prune;
 pub mod media_gc;
 pub mod moment_expiry;
 pub mod moment_purge;
@@ -59,6 +60,13 @@ async fn run(state: &AppState, name: JobName) -> AppResult<(bool, String)> {
                 ),
             )
         }
+        JobName::EventPrune => {
+            let n = event_prune::run_once(state, now).await?;
+            (
+                n > 0,
+                format!("event-prune: deleted {n} events older than the retention"),
+            )
+        }
         JobName::MomentPurge => {
             let r = moment_purge::run_once(state, now).await?;
             (
@@ -100,6 +108,11 @@ impl Scheduler {
                 JobName::MomentPurge,
                 "moment-purge",
                 c.moments.moment_purge_cron.clone(),
+            ),
+            (
+                JobName::EventPrune,
+                "event-prune",
+                c.ws.event_prune_cron.clone(),
             ),
         ];
         for (job, label, cron) in jobs {

@@ -40,6 +40,7 @@ impl MomentMutation {
             app.clock.now(),
         )
         .await?;
+        app.events.written();
         Ok(Moment::new(created))
     }
 
@@ -48,9 +49,9 @@ impl MomentMutation {
         let v = member(ctx).await?;
         let n = require_id(&id, "moment")?;
         let app = app(ctx)?;
-        Ok(self::id(
-            moment::delete(&app.db, v, n, app.clock.now()).await?,
-        ))
+        let deleted = moment::delete(&app.db, v, n, app.clock.now()).await?;
+        app.events.written();
+        Ok(self::id(deleted))
     }
 
     /// Undoes deleteMoment within the 7-day grace, for the author only.
@@ -60,9 +61,9 @@ impl MomentMutation {
         let app = app(ctx)?;
         let now = app.clock.now();
         let grace = app.config.moments.grace;
-        Ok(Moment::new(
-            moment::restore(&app.db, v, n, now, grace).await?,
-        ))
+        let restored = moment::restore(&app.db, v, n, now, grace).await?;
+        app.events.written();
+        Ok(Moment::new(restored))
     }
 
     /// Likes if the viewer has not, unlikes if it has. One like per (moment, user), whatever the concurrency.

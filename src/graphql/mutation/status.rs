@@ -24,7 +24,6 @@ impl StatusMutation {
             &app.db,
             &app.media,
             &app.ids,
-            &app.events,
             v,
             status::NewStatus {
                 media_id,
@@ -36,6 +35,7 @@ impl StatusMutation {
             app.clock.now(),
         )
         .await?;
+        app.events.written();
         Ok(Status::new(created))
     }
 
@@ -44,9 +44,9 @@ impl StatusMutation {
         let v = member(ctx).await?;
         let n = require_id(&id, "status")?;
         let app = app(ctx)?;
-        Ok(self::id(
-            status::delete(&app.db, v, n, app.clock.now()).await?,
-        ))
+        let deleted = status::delete(&app.db, v, n, app.clock.now()).await?;
+        app.events.written();
+        Ok(self::id(deleted))
     }
 
     /// Records that the viewer saw a live status; idempotent.
@@ -55,6 +55,7 @@ impl StatusMutation {
         let n = require_id(&id, "status")?;
         let app = app(ctx)?;
         let seen = status::mark_seen(&app.db, v, n, app.clock.now()).await?;
+        app.events.written();
         Ok(Status::new(seen))
     }
 }

@@ -3,12 +3,17 @@
 //! helpers, the `Node` interface). Each field's doc comment is its
 //! description in the schema.
 
+mod live;
 mod media;
 mod moment;
 mod safety;
 mod status;
 mod user;
 
+pub use live::{
+    LiveEvent, MomentCreatedEvent, MomentDeletedEvent, MomentRestoredEvent, StatusCreatedEvent,
+    StatusDeletedEvent, StatusSeenEvent,
+};
 pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
 pub use moment::{
     BoundingBoxInput, CreateMomentInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment,

@@ -1,0 +1,317 @@
+//! Who hears of what: the change log's events (see `events`) judged by the
+//! same visibility rules as every query, for many viewers and many events in
+//! a few statements per batch (not per event, not per subscriber).
+//!
+//! | event | who hears of it |
+//! |---|---|
+//! | status created | whoever may read it in a list now ([`status::readable`], `Reach::List`) |
+//! | status deleted (author, moderator, purge) | whoever its audience admitted, exclusions applied ([`visibility::visible_status`] on the audience it had) |
+//! | status seen | the viewer who saw it, while they may read it |
+//! | moment created, restored | whoever may read it in a list now ([`moment::readable`]) |
+//! | moment deleted (author, moderator, expiry) | whoever its visibility admitted, exclusions applied ([`visibility::visible_moment`]) |
+//!
+//! A `FRIENDS` scope then keeps what the viewer's own and their friends'
+//! ([`visibility::scope`]): each verdict says whether the author is one.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use sea_orm::{ConnectionTrait, FromQueryResult};
+
+use super::visibility::{self, Reach, Who};
+use super::{Scope, moment, status};
+use crate::clock::Millis;
+use crate::db::{self, Sql};
+use crate::entity::{moment as moment_row, status as status_row};
+use crate::error::AppResult;
+use crate::events::{Admitted, Kind, LogEvent};
+
+/// Viewers asked about in one statement at most.
+const VIEWER_CHUNK: usize = 1000;
+
+/// Decides, for each of `events`, which of `viewers` (0: anonymous) hear
+/// of it at `now`, and reads the statuses and moments they show.
+pub async fn admit<C: ConnectionTrait>(
+    db: &C,
+    events: &[LogEvent],
+    viewers: &[i64],
+    now: Millis,
+) -> AppResult<Admitted> {
+    let ids = |kinds: &[Kind]| -> Vec<i64> {
+        let set: HashSet<i64> = events
+            .iter()
+            .filter(|e| kinds.contains(&e.kind))
+            .map(|e| e.subject)
+            .collect();
+        set.into_iter().collect()
+    };
+    let created = ids(&[Kind::StatusCreated]);
+    let seen = ids(&[Kind::StatusSeen]);
+    let moments = ids(&[Kind::MomentCreated, Kind::MomentRestored]);
+    let pairs = |moment: bool| -> Vec<(i64, String)> {
+        let set: HashSet<(i64, String)> = events
+            .iter()
+            .filter(|e| {
+                e.kind.is_moment() == moment
+                    && matches!(e.kind, Kind::StatusDeleted | Kind::MomentDeleted)
+            })
+            .map(|e| (e.author, e.audience.clone()))
+            .collect();
+        set.into_iter().collect()
+    };
+    let seers: Vec<i64> = events
+        .iter()
+        .filter(|e| e.kind == Kind::StatusSeen)
+        .filter_map(|e| e.viewer)
+        .filter(|v| viewers.contains(v))
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+
+    let created_for = readers(db, Shown::Status, &created, viewers, Reach::List, now).await?;
+    let seen_for = readers(db, Shown::Status, &seen, &seers, Reach::Direct, now).await?;
+    let moments_for = readers(db, Shown::Moment, &moments, viewers, Reach::List, now).await?;
+    let status_gone_for = audiences(db, Shown::Status, &pairs(false), viewers).await?;
+    let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), viewers).await?;
+
+    let mut admitted = Admitted {
+        asked: viewers.to_vec(),
+        ..Admitted::default()
+    };
+    for e in events {
+        let for_subject =
+            |m: &Verdicts| -> HashMap<i64, bool> { m.get(&e.subject).cloned().unwrap_or_default() };
+        let for_pair = |m: &PairVerdicts| -> HashMap<i64, bool> {
+            m.get(&(e.author, e.audience.clone()))
+                .cloned()
+                .unwrap_or_default()
+        };
+        admitted.viewers.push(match e.kind {
+            Kind::StatusCreated => for_subject(&created_for),
+            Kind::StatusSeen => for_subject(&seen_for)
+                .into_iter()
+                .filter(|(v, _)| Some(*v) == e.viewer)
+                .collect(),
+            Kind::MomentCreated | Kind::MomentRestored => for_subject(&moments_for),
+            Kind::StatusDeleted => for_pair(&status_gone_for),
+            Kind::MomentDeleted => for_pair(&moment_gone_for),
+        });
+    }
+    // The rows shown, once for everyone: only those someone hears of.
+    let shown = |kinds: &[Kind]| -> Vec<i64> {
+        let set: HashSet<i64> = events
+            .iter()
+            .zip(&admitted.viewers)
+            .filter(|(e, v)| kinds.contains(&e.kind) && !v.is_empty())
+            .map(|(e, _)| e.subject)
+            .collect();
+        set.into_iter().collect()
+    };
+    let statuses = shown(&[Kind::StatusCreated, Kind::StatusSeen]);
+    if !statuses.is_empty() {
+        let rows: Vec<status_row::Model> = db::fetch_all(
+            db,
+            Sql::new("SELECT s.* FROM statuses s WHERE s.id IN (")
+                .list(statuses)
+                .push(")"),
+        )
+        .await?;
+        admitted.statuses = rows.into_iter().map(|s| (s.id, Arc::new(s))).collect();
+    }
+    let moments = shown(&[Kind::MomentCreated, Kind::MomentRestored]);
+    if !moments.is_empty() {
+        let rows: Vec<moment_row::Model> = db::fetch_all(
+            db,
+            Sql::new("SELECT ")
+                .append(moment::columns("m", 0))
+                .push(" FROM moments m WHERE m.id IN (")
+                .list(moments)
+                .push(")"),
+        )
+        .await?;
+        admitted.moments = rows.into_iter().map(|m| (m.id, Arc::new(m))).collect();
+    }
+    Ok(admitted)
+}
+
+/// Whether a viewer with this verdict (`Some(in_friends)`) hears of an
+/// event through a subscription of `scope`.
+pub fn in_scope(scope: Scope, in_friends: bool) -> bool {
+    scope == Scope::Everyone || in_friends
+}
+
+/// What an event shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shown {
+    Status,
+    Moment,
+}
+
+/// Per subject: the viewers who hear of it, and whether its author is
+/// theirs (themselves or a friend).
+type Verdicts = HashMap<i64, HashMap<i64, bool>>;
+/// The same per (author, audience) of gone content.
+type PairVerdicts = HashMap<(i64, String), HashMap<i64, bool>>;
+
+#[derive(Debug, FromQueryResult)]
+struct ReaderRow {
+    subject: i64,
+    viewer: i64,
+    in_friends: bool,
+}
+
+/// Which of `viewers` may read each of the live statuses or moments `ids`
+/// at `now`, read this way.
+async fn readers<C: ConnectionTrait>(
+    db: &C,
+    shown: Shown,
+    ids: &[i64],
+    viewers: &[i64],
+    reach: Reach,
+    now: Millis,
+) -> AppResult<Verdicts> {
+    let mut out = Verdicts::new();
+    if ids.is_empty() || viewers.is_empty() {
+        return Ok(out);
+    }
+    let (table, alias) = match shown {
+        Shown::Status => ("statuses", "s"),
+        Shown::Moment => ("moments", "m"),
+    };
+    let rule = |who: Who<'_>| match shown {
+        Shown::Status => status::readable(alias, now, who, reach),
+        Shown::Moment => moment::readable(alias, now, who, reach),
+    };
+    let author = format!("{alias}.author_id");
+    let mut add = |rows: Vec<ReaderRow>| {
+        for r in rows {
+            out.entry(r.subject)
+                .or_default()
+                .insert(r.viewer, r.in_friends);
+        }
+    };
+    if viewers.contains(&0) {
+        let rows = db::fetch_all(
+            db,
+            Sql::new(&format!(
+                "SELECT {alias}.id AS subject, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM {table} {alias} WHERE {alias}.id IN ("
+            ))
+            .list(ids.iter().copied())
+            .push(") AND ")
+            .append(rule(Who::User(0))),
+        )
+        .await?;
+        add(rows);
+    }
+    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    for chunk in signed_in.chunks(VIEWER_CHUNK) {
+        let rows = db::fetch_all(
+            db,
+            Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
+                .append(visibility::scope(
+                    Scope::Friends,
+                    &author,
+                    Who::Column("w.id"),
+                ))
+                .push(&format!(
+                    " AS in_friends FROM users w JOIN {table} {alias} ON {alias}.id IN ("
+                ))
+                .list(ids.iter().copied())
+                .push(") WHERE w.id IN (")
+                .list(chunk.iter().copied())
+                .push(") AND ")
+                .append(rule(Who::Column("w.id"))),
+        )
+        .await?;
+        add(rows);
+    }
+    Ok(out)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct AudienceRow {
+    author_id: i64,
+    audience: String,
+    viewer: i64,
+    in_friends: bool,
+}
+
+/// Which of `viewers` the audience of gone content (its author and the
+/// audience or visibility it had) admitted, exclusions applied as in lists.
+async fn audiences<C: ConnectionTrait>(
+    db: &C,
+    shown: Shown,
+    pairs: &[(i64, String)],
+    viewers: &[i64],
+) -> AppResult<PairVerdicts> {
+    let mut out = PairVerdicts::new();
+    if pairs.is_empty() || viewers.is_empty() {
+        return Ok(out);
+    }
+    // The columns the rule reads, as a derived table named `d`.
+    let audience_col = match shown {
+        Shown::Status => "audience",
+        Shown::Moment => "visibility",
+    };
+    let gone = || {
+        Sql::new("(")
+            .append(Sql::join(
+                pairs.iter().map(|(author, audience)| {
+                    Sql::new("SELECT ")
+                        .bind(*author)
+                        .push(" AS author_id, ")
+                        .bind(audience.clone())
+                        .push(&format!(" AS {audience_col}"))
+                }),
+                " UNION ALL ",
+            ))
+            .push(") d")
+    };
+    let rule = |who: Who<'_>| match shown {
+        Shown::Status => visibility::visible_status("d", who, Reach::List),
+        Shown::Moment => visibility::visible_moment("d", who, Reach::List),
+    };
+    let mut add = |rows: Vec<AudienceRow>| {
+        for r in rows {
+            out.entry((r.author_id, r.audience))
+                .or_default()
+                .insert(r.viewer, r.in_friends);
+        }
+    };
+    if viewers.contains(&0) {
+        let rows = db::fetch_all(
+            db,
+            Sql::new(&format!(
+                "SELECT d.author_id, d.{audience_col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM "
+            ))
+            .append(gone())
+            .push(" WHERE ")
+            .append(rule(Who::User(0))),
+        )
+        .await?;
+        add(rows);
+    }
+    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    for chunk in signed_in.chunks(VIEWER_CHUNK) {
+        let rows = db::fetch_all(
+            db,
+            Sql::new(&format!(
+                "SELECT d.author_id, d.{audience_col} AS audience, w.id AS viewer, "
+            ))
+            .append(visibility::scope(
+                Scope::Friends,
+                "d.author_id",
+                Who::Column("w.id"),
+            ))
+            .push(" AS in_friends FROM users w CROSS JOIN ")
+            .append(gone())
+            .push(" WHERE w.id IN (")
+            .list(chunk.iter().copied())
+            .push(") AND ")
+            .append(rule(Who::Column("w.id"))),
+        )
+        .await?;
+        add(rows);
+    }
+    Ok(out)
+}

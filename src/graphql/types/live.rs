@@ -1,0 +1,84 @@
+//! What the `events` subscription sends: one object per change, each with
+//! the cursor to resume after it. Objects that are created or change carry
+//! the whole `Status` or `Moment` (a normalising cache such as Apollo's or
+//! urql's merges it by `__typename` and `id`); deletions carry the ids to
+//! evict (`Status:<statusId>`, `Moment:<momentId>`) and the author, whose
+//! tray entry or profile list a client updates.
+
+use async_graphql::{ID, Interface, SimpleObject};
+
+use super::{Moment, Status};
+
+/// A change a live tray or feed follows. `cursor` is what `events(after:)` resumes after.
+#[derive(Interface)]
+#[graphql(field(
+    name = "cursor",
+    ty = "&String",
+    desc = "Pass it as `after` to resume right after this event."
+))]
+pub enum LiveEvent {
+    StatusCreated(StatusCreatedEvent),
+    StatusDeleted(StatusDeletedEvent),
+    StatusSeen(StatusSeenEvent),
+    MomentCreated(MomentCreatedEvent),
+    MomentDeleted(MomentDeletedEvent),
+    MomentRestored(MomentRestoredEvent),
+}
+
+/// A status was posted that the viewer may see.
+#[derive(SimpleObject)]
+pub struct StatusCreatedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The new status.
+    pub status: Status,
+}
+
+/// A status the viewer could see is gone: deleted by its author or a moderator, or purged when it expired.
+#[derive(SimpleObject)]
+pub struct StatusDeletedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The id of the status that is gone (evict `Status:<statusId>`).
+    pub status_id: ID,
+    /// Its author, whose tray entry changes.
+    pub author_id: ID,
+}
+
+/// The viewer marked a status seen (on this or another device): `status.viewerHasSeen` is now true.
+#[derive(SimpleObject)]
+pub struct StatusSeenEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The status, as the viewer now sees it.
+    pub status: Status,
+}
+
+/// A moment was posted that the viewer may see.
+#[derive(SimpleObject)]
+pub struct MomentCreatedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The new moment.
+    pub moment: Moment,
+}
+
+/// A moment the viewer could see is gone: deleted by its author or a moderator, or expired.
+#[derive(SimpleObject)]
+pub struct MomentDeletedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The id of the moment that is gone (evict `Moment:<momentId>`).
+    pub moment_id: ID,
+    /// Its author.
+    pub author_id: ID,
+}
+
+/// A deleted moment the viewer may see was restored by its author.
+#[derive(SimpleObject)]
+pub struct MomentRestoredEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The moment, live again.
+    pub moment: Moment,
+}
