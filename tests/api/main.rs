@@ -18,6 +18,7 @@ mod http;
 mod layers;
 mod likes;
 mod limits;
+mod live;
 mod map;
 mod media;
 mod media_store;

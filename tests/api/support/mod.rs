@@ -135,149 +135,22 @@ impl TestUser {
     }
 }
 
-/// A running server and what a test needs to talk to it.
-pub struct TestApp {
-    pub backend: Backend,
+/// What a test needs to talk to one server over HTTP and websockets.
+#[derive(Clone, Debug)]
+pub struct Client {
     pub base: String,
     pub ws_url: String,
-    pub clock: Clock,
-    pub state: AppState,
-    pub database_url: String,
     pub http: reqwest::Client,
-    pub store: Store,
-    /// The S3 server, with `Store::S3`.
-    pub s3: Option<s3::S3Server>,
-    shutdown: watch::Sender<bool>,
-    server: tokio::task::JoinHandle<()>,
-    dir: tempfile::TempDir,
-    pg_db: Option<String>,
 }
 
-pub const JWT_SECRET: &str = "test-secret-test-secret-test-secret-0123";
-
-/// The admin URL of the test PostgreSQL server. Missing means the run was not
-/// started through `scripts/test`: that fails the test rather than skip it.
-pub fn pg_admin_url() -> String {
-    std::env::var("EPHEMERA_TEST_PG_URL").unwrap_or_else(|_| {
-        panic!("EPHEMERA_TEST_PG_URL is not set: run scripts/test, which starts PostgreSQL")
-    })
-}
-
-fn replace_db_name(url: &str, name: &str) -> String {
-    let (base, _) = url.rsplit_once('/').expect("a database URL ends in /name");
-    format!("{base}/{name}")
-}
-
-impl TestApp {
-    pub async fn spawn(backend: Backend) -> Self {
-        Self::spawn_with(backend, |_| {}).await
-    }
-
-    /// Spawns with settings changed by `adjust` (jobs are off unless it turns them on).
-    pub async fn spawn_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
-        Self::spawn_full(backend, Store::Local, adjust).await
-    }
-
-    /// Spawns with media in `store` and settings changed by `adjust`.
-    pub async fn spawn_full(
-        backend: Backend,
-        store: Store,
-        adjust: impl FnOnce(&mut Config),
-    ) -> Self {
-        let s3 = match store {
-            Store::Local => None,
-            Store::S3 => Some(s3::S3Server::start().await),
-        };
-        let dir = tempfile::tempdir().expect("temp dir");
-        let (database_url, pg_db) = match backend {
-            Backend::Sqlite => (
-                format!("sqlite://{}?mode=rwc", dir.path().join("test.db").display()),
-                None,
-            ),
-            Backend::Postgres => {
-                let admin = pg_admin_url();
-                let name = format!("ephemera_t_{}", rand_suffix());
-                let conn = Database::connect(&admin)
-                    .await
-                    .expect("connect to PostgreSQL");
-                conn.execute_unprepared(&format!("CREATE DATABASE {name}"))
-                    .await
-                    .expect("create test database");
-                conn.close().await.ok();
-                (replace_db_name(&admin, &name), Some(name))
-            }
-        };
-        let mut config = Config::default();
-        config.server.listen = "127.0.0.1:0".parse().expect("addr");
-        config.database.url = Some(database_url.clone());
-        config.server.data_dir = dir.path().to_path_buf();
-        config.auth.jwt_secret = Some(JWT_SECRET.into());
-        config.jobs.enabled = false;
-        config.database.pool = 5;
-        // Tests sign up many users from one address; the hostile-client
-        // tests set these low again.
-        config.auth.attempts_per_address = 1_000_000;
-        config.auth.attempts_per_account = 1_000_000;
-        if let Some(s3) = &s3 {
-            config.media.store = MediaStoreKind::S3;
-            config.s3.bucket = Some(s3::BUCKET.into());
-            config.s3.endpoint = Some(s3.endpoint());
-            config.s3.region = Some("us-east-1".into());
-            config.s3.path_style = true;
-            config.s3.access_key_id = Some(s3::ACCESS_KEY.into());
-            config.s3.secret_access_key = Some(s3::SECRET_KEY.into());
-        }
-        adjust(&mut config);
-        let clock = Clock::manual(chrono::Utc::now().timestamp_millis());
-        let app = App::build(config, clock.clone())
-            .await
-            .expect("server starts");
-        let addr = app.local_addr().expect("addr");
-        let state = app.state().clone();
-        let (shutdown, stopped) = watch::channel(false);
-        let server = tokio::spawn(async move {
-            app.run_until(stopped).await.expect("server runs");
-        });
+impl Client {
+    /// A client of the server at `addr`.
+    pub fn new(addr: std::net::SocketAddr) -> Self {
         Self {
-            backend,
             base: format!("http://{addr}"),
             ws_url: format!("ws://{addr}/graphql"),
-            clock,
-            state,
-            database_url,
             http: reqwest::Client::new(),
-            store,
-            s3,
-            shutdown,
-            server,
-            dir,
-            pg_db,
         }
-    }
-
-    /// Stops the server and drops the test database.
-    pub async fn finish(self) {
-        let _ = self.shutdown.send(true);
-        // Open websockets keep a graceful shutdown waiting; don't wait for them.
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
-        self.state.db.clone().close().await.ok();
-        if let Some(name) = self.pg_db {
-            let conn = Database::connect(&pg_admin_url())
-                .await
-                .expect("connect to PostgreSQL");
-            // FORCE cannot end an autovacuum worker (not ours): retry a while.
-            let mut attempt = 0;
-            while let Err(e) = conn
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await
-            {
-                attempt += 1;
-                assert!(attempt < 50, "drop test database: {e:?}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            conn.close().await.ok();
-        }
-        drop(self.dir);
     }
 
     /// POSTs a JSON body to /graphql; returns the status and the JSON answer.
@@ -410,6 +283,262 @@ impl TestApp {
         (after - before, out)
     }
 
+    /// Waits (bounded) until `metric` falls to `n` or below.
+    pub async fn wait_for_metric_at_most(&self, name: &str, n: u64) {
+        for _ in 0..500 {
+            if self.metric(name).await <= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} never fell to {n}");
+    }
+
+    /// Waits (bounded) until `metric` reaches at least `n`.
+    pub async fn wait_for_metric(&self, name: &str, n: u64) {
+        for _ in 0..500 {
+            if self.metric(name).await >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("{name} never reached {n}");
+    }
+
+    /// Uploads `bytes` as `uploadMedia`'s file over a GraphQL multipart
+    /// request (with the preflight header); returns the status and answer.
+    pub async fn upload(
+        &self,
+        token: Option<&str>,
+        bytes: Vec<u8>,
+        filename: &str,
+        content_type: &str,
+    ) -> (StatusCode, Value) {
+        let form = upload_form(bytes, filename, content_type);
+        let mut req = self
+            .http
+            .post(format!("{}/graphql", self.base))
+            .header("apollo-require-preflight", "true")
+            .multipart(form);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let resp = req.send().await.expect("upload request");
+        let status = resp.status();
+        (status, resp.json().await.expect("JSON answer"))
+    }
+
+    /// Uploads a fixture that must be accepted; returns `uploadMedia`'s object.
+    pub async fn upload_fixture(&self, user: &TestUser, name: &str) -> Value {
+        let (status, resp) = self
+            .upload(
+                user.token(),
+                fixture(name),
+                name,
+                "application/octet-stream",
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{resp}");
+        assert!(resp.get("errors").is_none(), "upload failed: {resp}");
+        resp["data"]["uploadMedia"].clone()
+    }
+
+    /// An absolute URL for a media URL (local URLs are paths on this server).
+    pub fn absolute(&self, url: &str) -> String {
+        if url.starts_with('/') {
+            format!("{}{url}", self.base)
+        } else {
+            url.to_owned()
+        }
+    }
+
+    /// GETs a media URL: status and bytes.
+    pub async fn fetch(&self, url: &str) -> (StatusCode, Vec<u8>) {
+        let resp = self
+            .http
+            .get(self.absolute(url))
+            .send()
+            .await
+            .expect("GET media");
+        let status = resp.status();
+        (status, resp.bytes().await.expect("media bytes").to_vec())
+    }
+
+    /// Uploads a small image as `user`; returns the media id.
+    pub async fn upload_id(&self, user: &TestUser) -> String {
+        self.upload_fixture(user, "tiny.gif").await["id"]
+            .as_str()
+            .expect("media id")
+            .to_owned()
+    }
+
+    /// Posts a moment: `input` over defaults (a fresh upload, central Paris);
+    /// returns the moment with [`MOMENT_FIELDS`].
+    pub async fn post_moment(&self, user: &TestUser, input: Value) -> Value {
+        let mut full = json!({ "latitude": PARIS.0, "longitude": PARIS.1 });
+        if input.get("mediaId").is_none() {
+            full["mediaId"] = json!(self.upload_id(user).await);
+        }
+        for (k, v) in input.as_object().expect("an input object") {
+            full[k] = v.clone();
+        }
+        let q = format!(
+            "mutation($i: CreateMomentInput!) {{ createMoment(input: $i) {{ {MOMENT_FIELDS} }} }}"
+        );
+        self.ok(user.token(), &q, json!({ "i": full })).await["createMoment"].clone()
+    }
+}
+
+/// A running server and what a test needs to talk to it (its [`Client`]'s
+/// fields and helpers are the app's own, through `Deref`).
+pub struct TestApp {
+    pub backend: Backend,
+    pub client: Client,
+    pub clock: Clock,
+    pub state: AppState,
+    pub database_url: String,
+    pub store: Store,
+    /// The S3 server, with `Store::S3`.
+    pub s3: Option<s3::S3Server>,
+    shutdown: watch::Sender<bool>,
+    server: tokio::task::JoinHandle<()>,
+    dir: tempfile::TempDir,
+    pg_db: Option<String>,
+}
+
+impl std::ops::Deref for TestApp {
+    type Target = Client;
+
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+pub const JWT_SECRET: &str = "test-secret-test-secret-test-secret-0123";
+
+/// The admin URL of the test PostgreSQL server. Missing means the run was not
+/// started through `scripts/test`: that fails the test rather than skip it.
+pub fn pg_admin_url() -> String {
+    std::env::var("EPHEMERA_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!("EPHEMERA_TEST_PG_URL is not set: run scripts/test, which starts PostgreSQL")
+    })
+}
+
+fn replace_db_name(url: &str, name: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a database URL ends in /name");
+    format!("{base}/{name}")
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, |_| {}).await
+    }
+
+    /// Spawns with settings changed by `adjust` (jobs are off unless it turns them on).
+    pub async fn spawn_with(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
+        Self::spawn_full(backend, Store::Local, adjust).await
+    }
+
+    /// Spawns with media in `store` and settings changed by `adjust`.
+    pub async fn spawn_full(
+        backend: Backend,
+        store: Store,
+        adjust: impl FnOnce(&mut Config),
+    ) -> Self {
+        let s3 = match store {
+            Store::Local => None,
+            Store::S3 => Some(s3::S3Server::start().await),
+        };
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (database_url, pg_db) = match backend {
+            Backend::Sqlite => (
+                format!("sqlite://{}?mode=rwc", dir.path().join("test.db").display()),
+                None,
+            ),
+            Backend::Postgres => {
+                let admin = pg_admin_url();
+                let name = format!("ephemera_t_{}", rand_suffix());
+                let conn = Database::connect(&admin)
+                    .await
+                    .expect("connect to PostgreSQL");
+                conn.execute_unprepared(&format!("CREATE DATABASE {name}"))
+                    .await
+                    .expect("create test database");
+                conn.close().await.ok();
+                (replace_db_name(&admin, &name), Some(name))
+            }
+        };
+        let mut config = Config::default();
+        config.server.listen = "127.0.0.1:0".parse().expect("addr");
+        config.database.url = Some(database_url.clone());
+        config.server.data_dir = dir.path().to_path_buf();
+        config.auth.jwt_secret = Some(JWT_SECRET.into());
+        config.jobs.enabled = false;
+        config.database.pool = 5;
+        // Tests sign up many users from one address; the hostile-client
+        // tests set these low again.
+        config.auth.attempts_per_address = 1_000_000;
+        config.auth.attempts_per_account = 1_000_000;
+        if let Some(s3) = &s3 {
+            config.media.store = MediaStoreKind::S3;
+            config.s3.bucket = Some(s3::BUCKET.into());
+            config.s3.endpoint = Some(s3.endpoint());
+            config.s3.region = Some("us-east-1".into());
+            config.s3.path_style = true;
+            config.s3.access_key_id = Some(s3::ACCESS_KEY.into());
+            config.s3.secret_access_key = Some(s3::SECRET_KEY.into());
+        }
+        adjust(&mut config);
+        let clock = Clock::manual(chrono::Utc::now().timestamp_millis());
+        let app = App::build(config, clock.clone())
+            .await
+            .expect("server starts");
+        let addr = app.local_addr().expect("addr");
+        let state = app.state().clone();
+        let (shutdown, stopped) = watch::channel(false);
+        let server = tokio::spawn(async move {
+            app.run_until(stopped).await.expect("server runs");
+        });
+        Self {
+            backend,
+            client: Client::new(addr),
+            clock,
+            state,
+            database_url,
+            store,
+            s3,
+            shutdown,
+            server,
+            dir,
+            pg_db,
+        }
+    }
+
+    /// Stops the server and drops the test database.
+    pub async fn finish(self) {
+        let _ = self.shutdown.send(true);
+        // Open websockets keep a graceful shutdown waiting; don't wait for them.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
+        self.state.db.clone().close().await.ok();
+        if let Some(name) = self.pg_db {
+            let conn = Database::connect(&pg_admin_url())
+                .await
+                .expect("connect to PostgreSQL");
+            // FORCE cannot end an autovacuum worker (not ours): retry a while.
+            let mut attempt = 0;
+            while let Err(e) = conn
+                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+            {
+                attempt += 1;
+                assert!(attempt < 50, "drop test database: {e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            conn.close().await.ok();
+        }
+        drop(self.dir);
+    }
+
     /// Counts rows with a plain SQL query (`SELECT COUNT(*) AS n ...`).
     pub async fn count(&self, sql: &str) -> i64 {
         let row = self
@@ -488,79 +617,9 @@ impl TestApp {
         admin.close().await.ok();
         ended.len()
     }
-
-    /// Waits (bounded) until `metric` reaches at least `n`.
-    pub async fn wait_for_metric(&self, name: &str, n: u64) {
-        for _ in 0..500 {
-            if self.metric(name).await >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("{name} never reached {n}");
-    }
 }
 
 impl TestApp {
-    /// Uploads `bytes` as `uploadMedia`'s file over a GraphQL multipart
-    /// request (with the preflight header); returns the status and answer.
-    pub async fn upload(
-        &self,
-        token: Option<&str>,
-        bytes: Vec<u8>,
-        filename: &str,
-        content_type: &str,
-    ) -> (StatusCode, Value) {
-        let form = upload_form(bytes, filename, content_type);
-        let mut req = self
-            .http
-            .post(format!("{}/graphql", self.base))
-            .header("apollo-require-preflight", "true")
-            .multipart(form);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.expect("upload request");
-        let status = resp.status();
-        (status, resp.json().await.expect("JSON answer"))
-    }
-
-    /// Uploads a fixture that must be accepted; returns `uploadMedia`'s object.
-    pub async fn upload_fixture(&self, user: &TestUser, name: &str) -> Value {
-        let (status, resp) = self
-            .upload(
-                user.token(),
-                fixture(name),
-                name,
-                "application/octet-stream",
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{resp}");
-        assert!(resp.get("errors").is_none(), "upload failed: {resp}");
-        resp["data"]["uploadMedia"].clone()
-    }
-
-    /// An absolute URL for a media URL (local URLs are paths on this server).
-    pub fn absolute(&self, url: &str) -> String {
-        if url.starts_with('/') {
-            format!("{}{url}", self.base)
-        } else {
-            url.to_owned()
-        }
-    }
-
-    /// GETs a media URL: status and bytes.
-    pub async fn fetch(&self, url: &str) -> (StatusCode, Vec<u8>) {
-        let resp = self
-            .http
-            .get(self.absolute(url))
-            .send()
-            .await
-            .expect("GET media");
-        let status = resp.status();
-        (status, resp.bytes().await.expect("media bytes").to_vec())
-    }
-
     /// Every key in the media store.
     pub async fn store_keys(&self) -> Vec<String> {
         self.state
@@ -657,30 +716,6 @@ pub const MOMENT_FIELDS: &str = "id caption latitude longitude visibility isJour
 pub const PARIS: (f64, f64) = (48.8566, 2.3522);
 
 impl TestApp {
-    /// Uploads a small image as `user`; returns the media id.
-    pub async fn upload_id(&self, user: &TestUser) -> String {
-        self.upload_fixture(user, "tiny.gif").await["id"]
-            .as_str()
-            .expect("media id")
-            .to_owned()
-    }
-
-    /// Posts a moment: `input` over defaults (a fresh upload, central Paris);
-    /// returns the moment with [`MOMENT_FIELDS`].
-    pub async fn post_moment(&self, user: &TestUser, input: Value) -> Value {
-        let mut full = json!({ "latitude": PARIS.0, "longitude": PARIS.1 });
-        if input.get("mediaId").is_none() {
-            full["mediaId"] = json!(self.upload_id(user).await);
-        }
-        for (k, v) in input.as_object().expect("an input object") {
-            full[k] = v.clone();
-        }
-        let q = format!(
-            "mutation($i: CreateMomentInput!) {{ createMoment(input: $i) {{ {MOMENT_FIELDS} }} }}"
-        );
-        self.ok(user.token(), &q, json!({ "i": full })).await["createMoment"].clone()
-    }
-
     /// Inserts `n` moments of `author` straight into the database (media rows
     /// included, blobs not), one second apart, ending now; returns their ids.
     pub async fn seed_moments(&self, author: &TestUser, n: usize, seed: Seed) -> Vec<i64> {
