@@ -117,7 +117,7 @@ async fn every_kind_reaches_those_who_may_see_it(app: &TestApp) {
     app.ok(friend.token(), seen, json!({ "id": s1 })).await;
     // Heard before the status goes (gone by the time the event is read, it
     // is not shown).
-    let seen_events = vec![ev("StatusCreatedEvent", &s1), ev("StatusSeenEvent", &s1)];
+    let seen_events = [ev("StatusCreatedEvent", &s1), ev("StatusSeenEvent", &s1)];
     for ws in [&mut as_friend, &mut friends_scope] {
         let first = ws.next_payload().await;
         assert_eq!(summary(&first), seen_events[0]);
