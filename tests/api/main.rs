@@ -15,6 +15,7 @@ mod auth;
 mod friends;
 mod hostile;
 mod http;
+mod instances;
 mod layers;
 mod likes;
 mod limits;

@@ -6,6 +6,7 @@
 
 #![expect(dead_code, reason = "each test module uses part of the shared helpers")]
 
+pub mod cluster;
 pub mod s3;
 pub mod ws;
 
@@ -429,6 +430,38 @@ fn replace_db_name(url: &str, name: &str) -> String {
     format!("{base}/{name}")
 }
 
+/// A fresh PostgreSQL database for one test: its URL and name.
+pub async fn create_pg_database() -> (String, String) {
+    let admin = pg_admin_url();
+    let name = format!("ephemera_t_{}", rand_suffix());
+    let conn = Database::connect(&admin)
+        .await
+        .expect("connect to PostgreSQL");
+    conn.execute_unprepared(&format!("CREATE DATABASE {name}"))
+        .await
+        .expect("create test database");
+    conn.close().await.ok();
+    (replace_db_name(&admin, &name), name)
+}
+
+/// Drops a database [`create_pg_database`] made, ending its sessions.
+pub async fn drop_pg_database(name: &str) {
+    let conn = Database::connect(&pg_admin_url())
+        .await
+        .expect("connect to PostgreSQL");
+    // FORCE cannot end an autovacuum worker (not ours): retry a while.
+    let mut attempt = 0;
+    while let Err(e) = conn
+        .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .await
+    {
+        attempt += 1;
+        assert!(attempt < 50, "drop test database: {e:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    conn.close().await.ok();
+}
+
 impl TestApp {
     pub async fn spawn(backend: Backend) -> Self {
         Self::spawn_with(backend, |_| {}).await
@@ -456,16 +489,8 @@ impl TestApp {
                 None,
             ),
             Backend::Postgres => {
-                let admin = pg_admin_url();
-                let name = format!("ephemera_t_{}", rand_suffix());
-                let conn = Database::connect(&admin)
-                    .await
-                    .expect("connect to PostgreSQL");
-                conn.execute_unprepared(&format!("CREATE DATABASE {name}"))
-                    .await
-                    .expect("create test database");
-                conn.close().await.ok();
-                (replace_db_name(&admin, &name), Some(name))
+                let (url, name) = create_pg_database().await;
+                (url, Some(name))
             }
         };
         let mut config = Config::default();
@@ -521,20 +546,7 @@ impl TestApp {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
         self.state.db.clone().close().await.ok();
         if let Some(name) = self.pg_db {
-            let conn = Database::connect(&pg_admin_url())
-                .await
-                .expect("connect to PostgreSQL");
-            // FORCE cannot end an autovacuum worker (not ours): retry a while.
-            let mut attempt = 0;
-            while let Err(e) = conn
-                .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await
-            {
-                attempt += 1;
-                assert!(attempt < 50, "drop test database: {e:?}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            conn.close().await.ok();
+            drop_pg_database(&name).await;
         }
         drop(self.dir);
     }

@@ -5,7 +5,11 @@
 //! again on the same port, to test what happens while S3 is down.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
@@ -22,7 +26,9 @@ pub struct S3Server {
     pub addr: SocketAddr,
     service: S3Service,
     task: Mutex<Option<JoinHandle<()>>>,
-    _root: tempfile::TempDir,
+    /// Milliseconds each DELETE waits before it is served (0: none).
+    delete_delay: Arc<AtomicU64>,
+    root: tempfile::TempDir,
 }
 
 impl S3Server {
@@ -40,7 +46,8 @@ impl S3Server {
             addr,
             service,
             task: Mutex::new(None),
-            _root: root,
+            delete_delay: Arc::new(AtomicU64::new(0)),
+            root,
         };
         server.serve(listener);
         server
@@ -48,6 +55,7 @@ impl S3Server {
 
     fn serve(&self, listener: TcpListener) {
         let service = self.service.clone();
+        let delay = self.delete_delay.clone();
         let task = tokio::spawn(async move {
             // Dropping the set (when this task is aborted) cuts every connection.
             let mut connections = JoinSet::new();
@@ -56,14 +64,43 @@ impl S3Server {
                     continue;
                 };
                 let service = service.clone();
+                let delay = delay.clone();
+                let slowed = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let service = service.clone();
+                        let wait = Duration::from_millis(delay.load(Ordering::Relaxed));
+                        let slow = req.method() == hyper::Method::DELETE && !wait.is_zero();
+                        async move {
+                            if slow {
+                                tokio::time::sleep(wait).await;
+                            }
+                            hyper::service::Service::call(&service, req).await
+                        }
+                    },
+                );
                 connections.spawn(async move {
                     let _ = ConnBuilder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(socket), service)
+                        .serve_connection(TokioIo::new(socket), slowed)
                         .await;
                 });
             }
         });
         *self.task.lock().unwrap() = Some(task);
+    }
+
+    /// Makes every DELETE wait `wait` first (a slow store: a media round
+    /// then takes long enough to be interrupted).
+    pub fn slow_deletes(&self, wait: Duration) {
+        self.delete_delay.store(
+            u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Where the object `key` is kept on disk (the file-system backend keeps
+    /// each object as a file): to seed objects and to check they exist.
+    pub fn object_path(&self, key: &str) -> PathBuf {
+        self.root.path().join(BUCKET).join(key)
     }
 
     pub fn endpoint(&self) -> String {
