@@ -16,6 +16,10 @@
 //!   the database at the same concurrency, and through pgbench on PostgreSQL.
 //! - [`subs`]: graphql-transport-ws subscribers, RSS per idle subscriber and
 //!   the time from `createStatus` to delivery.
+//! - [`events`]: the change log across instances (three on PostgreSQL):
+//!   its statements per instance idle and under a posting rate, delivery
+//!   latency from one instance to subscribers on all, and posting
+//!   throughput with subscribers attached against without.
 //! - [`purge`]: the status purge job against a plain batched `DELETE`.
 //! - [`attack`]: the per-author page's throughput while slow-body
 //!   connections and a sign-in flood run, as a ratio to the same without.
@@ -29,6 +33,7 @@
 
 mod attack;
 mod cpu;
+mod events;
 mod floor;
 mod load;
 mod plain;
@@ -107,7 +112,7 @@ pub struct Opts {
     /// Sign-in attempts a second the attack part's flood sends, in all.
     #[arg(long, default_value_t = 500.0)]
     pub attack_flood_rate: f64,
-    /// Leave out parts: any of floor, http, plain, subs, purge, attack, start.
+    /// Leave out parts: any of floor, http, plain, subs, events, purge, attack, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Only the queries whose name contains one of these (e.g.
@@ -225,6 +230,11 @@ async fn run(opts: &Opts) -> Report {
             let results = subs::measure(&server, &bench, opts).await;
             report.subs(db, results);
             server.stop().await;
+        }
+        if opts.runs("events") {
+            eprintln!("[{db}] events across instances");
+            let result = events::measure(&bench, opts).await;
+            report.events(db, result);
         }
         if opts.runs("purge") {
             // SQLite has one writer: its job runs one batch at a time.

@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::Opts;
 use crate::attack::AttackResult;
+use crate::events::EventsResult;
 use crate::floor::FloorResult;
 use crate::load::{HttpResult, TYPENAME};
 use crate::plain::SqlResult;
@@ -37,6 +38,7 @@ pub struct Report {
     starts: Vec<Start>,
     http: Vec<Http>,
     subs: Vec<(Db, Vec<SubResult>)>,
+    events: Vec<(Db, EventsResult)>,
     purge: Vec<(Db, PurgeResult)>,
     attack: Vec<(Db, AttackResult)>,
     floor: Vec<FloorResult>,
@@ -130,6 +132,10 @@ impl Report {
             eprintln!("  floor of {}: {:.1} µs", r.query, r.us_per_request);
         }
         self.floor = results;
+    }
+
+    pub fn events(&mut self, db: Db, result: EventsResult) {
+        self.events.push((db, result));
     }
 
     pub fn subs(&mut self, db: Db, results: Vec<SubResult>) {
@@ -286,6 +292,32 @@ impl Report {
         }
 
         out.push_str(
+            "\n### Events across instances (the change log)\n\n\
+             | db | instances | subscribers | log statements/s per instance, idle | posting rate asked / reached | log statements/s per instance at that rate | delivered | p50 ms | p99 ms | max ms | createStatus/s without subscribers | with them | with / without |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for (db, e) in &self.events {
+            let _ = writeln!(
+                out,
+                "| {db} | {} | {} | {:.1} | {:.0} / {:.0} | {:.1} | {}/{} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} |",
+                e.instances,
+                e.subscribers,
+                e.idle_log_per_s,
+                e.rate_asked,
+                e.rate_reached,
+                e.loaded_log_per_s,
+                e.delivered,
+                e.expected,
+                e.p50_ms,
+                e.p99_ms,
+                e.max_ms,
+                e.posts_without,
+                e.posts_with,
+                e.posts_with / e.posts_without.max(f64::MIN_POSITIVE),
+            );
+        }
+
+        out.push_str(
             "\n### Purge of expired statuses, each with a media row\n\n\
              | db | rows | batch | job workers | purge job rows/s | outbox rows | plain batched DELETE rows/s | job / plain |\n\
              |---|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -414,6 +446,14 @@ impl Report {
             for r in results {
                 assert_eq!(r.delivered, r.expected, "{db}: {r:?}");
             }
+        }
+        assert!(!self.events.is_empty(), "no events measurements");
+        for (db, e) in &self.events {
+            assert_eq!(e.delivered, e.expected, "{db}: {e:?}");
+            assert!(
+                e.posts_without > 0.0 && e.posts_with > 0.0 && e.rate_reached > 0.0,
+                "{db}: {e:?}"
+            );
         }
         assert!(!self.purge.is_empty(), "no purge measurements");
         for (db, a) in &self.attack {

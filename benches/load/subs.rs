@@ -24,7 +24,7 @@ const SUBSCRIPTION: &str =
 /// Statuses posted at each step.
 const EVENTS: u32 = 10;
 /// Connections being opened at once.
-const CONNECTING: usize = 100;
+pub const CONNECTING: usize = 100;
 
 /// One step.
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ pub struct SubResult {
 }
 
 /// A delivery: which event, when it was read.
-type Delivery = (u32, Instant);
+pub type Delivery = (u32, Instant);
 
 /// Steps through `opts.subscribers`.
 pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResult> {
@@ -129,7 +129,7 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
 }
 
 /// One subscriber: connects, subscribes, then reports every `next` it reads.
-async fn subscriber(
+pub async fn subscriber(
     url: &str,
     tx: mpsc::UnboundedSender<Delivery>,
     subscribed: Arc<AtomicUsize>,
