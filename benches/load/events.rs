@@ -111,9 +111,11 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
         let sent = Instant::now();
         post(
             &http,
-            server,
+            &server.graphql_url(),
             &poster,
             &format!("bench-event-{}", 1_000_000 + event),
+            &AtomicU64::new(0),
+            &errors,
         )
         .await;
         let deadline = sent + Duration::from_secs(30);
@@ -194,23 +196,37 @@ async fn log_rate(servers: &[Server], wait: Duration, during: impl Future<Output
     (count().await - before) / elapsed / servers.len() as f64
 }
 
-async fn post(http: &reqwest::Client, server: &Server, token: &str, caption: &str) -> bool {
+/// Posts a PUBLIC status through `url`; counts it in `done` or `errors`.
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    caption: &str,
+    done: &AtomicU64,
+    errors: &AtomicU64,
+) {
     let body = json!({
         "query": "mutation($c: String!) { createStatus(input: { caption: $c, audience: PUBLIC }) { id } }",
         "variables": { "c": caption },
     });
-    let Ok(resp) = http
-        .post(server.graphql_url())
+    let ok = match http
+        .post(url)
         .header("authorization", token)
         .json(&body)
         .send()
         .await
-    else {
-        return false;
+    {
+        Ok(r) => r
+            .json::<Value>()
+            .await
+            .is_ok_and(|v| v.get("errors").is_none()),
+        Err(_) => false,
     };
-    resp.json::<Value>()
-        .await
-        .is_ok_and(|v| v.get("errors").is_none())
+    if ok {
+        done.fetch_add(1, Ordering::Relaxed);
+    } else {
+        errors.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// `createStatus` per second with `opts.concurrency` in flight, round the
@@ -233,19 +249,15 @@ async fn closed_loop(
             let mut i = 0u64;
             while Instant::now() < stop {
                 i += 1;
-                let body = json!({
-                    "query": "mutation($c: String!) { createStatus(input: { caption: $c, audience: PUBLIC }) { id } }",
-                    "variables": { "c": format!("load {w} {i}") },
-                });
-                let ok = match http.post(&url).header("authorization", &token).json(&body).send().await {
-                    Ok(r) => r.json::<Value>().await.is_ok_and(|v| v.get("errors").is_none()),
-                    Err(_) => false,
-                };
-                if ok {
-                    done.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    errors.fetch_add(1, Ordering::Relaxed);
-                }
+                post(
+                    &http,
+                    &url,
+                    &token,
+                    &format!("load {w} {i}"),
+                    &done,
+                    &errors,
+                )
+                .await;
             }
         }));
     }
@@ -285,19 +297,7 @@ async fn open_loop(
         let url = urls[i as usize % urls.len()].clone();
         let token = tokens[i as usize % tokens.len()].clone();
         tasks.push(tokio::spawn(async move {
-            let body = json!({
-                "query": "mutation($c: String!) { createStatus(input: { caption: $c, audience: PUBLIC }) { id } }",
-                "variables": { "c": format!("rate {i}") },
-            });
-            let ok = match http.post(&url).header("authorization", &token).json(&body).send().await {
-                Ok(r) => r.json::<Value>().await.is_ok_and(|v| v.get("errors").is_none()),
-                Err(_) => false,
-            };
-            if ok {
-                posted.fetch_add(1, Ordering::Relaxed);
-            } else {
-                errors.fetch_add(1, Ordering::Relaxed);
-            }
+            post(&http, &url, &token, &format!("rate {i}"), &posted, &errors).await;
             drop(permit);
         }));
     }

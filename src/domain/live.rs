@@ -183,47 +183,35 @@ async fn readers<C: ConnectionTrait>(
         Shown::Moment => moment::readable(alias, now, who, reach),
     };
     let author = format!("{alias}.author_id");
-    let mut add = |rows: Vec<ReaderRow>| {
-        for r in rows {
-            out.entry(r.subject)
-                .or_default()
-                .insert(r.viewer, r.in_friends);
-        }
+    let anonymous = || {
+        Sql::new(&format!(
+            "SELECT {alias}.id AS subject, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM {table} {alias} WHERE {alias}.id IN ("
+        ))
+        .list(ids.iter().copied())
+        .push(") AND ")
+        .append(rule(Who::User(0)))
     };
-    if viewers.contains(&0) {
-        let rows = db::fetch_all(
-            db,
-            Sql::new(&format!(
-                "SELECT {alias}.id AS subject, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM {table} {alias} WHERE {alias}.id IN ("
+    let signed_in = |chunk: &[i64]| {
+        Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
+            .append(visibility::scope(
+                Scope::Friends,
+                &author,
+                Who::Column("w.id"),
+            ))
+            .push(&format!(
+                " AS in_friends FROM users w JOIN {table} {alias} ON {alias}.id IN ("
             ))
             .list(ids.iter().copied())
+            .push(") WHERE w.id IN (")
+            .list(chunk.iter().copied())
             .push(") AND ")
-            .append(rule(Who::User(0))),
-        )
-        .await?;
-        add(rows);
-    }
-    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    for chunk in signed_in.chunks(VIEWER_CHUNK) {
-        let rows = db::fetch_all(
-            db,
-            Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
-                .append(visibility::scope(
-                    Scope::Friends,
-                    &author,
-                    Who::Column("w.id"),
-                ))
-                .push(&format!(
-                    " AS in_friends FROM users w JOIN {table} {alias} ON {alias}.id IN ("
-                ))
-                .list(ids.iter().copied())
-                .push(") WHERE w.id IN (")
-                .list(chunk.iter().copied())
-                .push(") AND ")
-                .append(rule(Who::Column("w.id"))),
-        )
-        .await?;
-        add(rows);
+            .append(rule(Who::Column("w.id")))
+    };
+    let rows: Vec<ReaderRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
+    for r in rows {
+        out.entry(r.subject)
+            .or_default()
+            .insert(r.viewer, r.in_friends);
     }
     Ok(out)
 }
@@ -271,47 +259,59 @@ async fn audiences<C: ConnectionTrait>(
         Shown::Status => visibility::visible_status("d", who, Reach::List),
         Shown::Moment => visibility::visible_moment("d", who, Reach::List),
     };
-    let mut add = |rows: Vec<AudienceRow>| {
-        for r in rows {
-            out.entry((r.author_id, r.audience))
-                .or_default()
-                .insert(r.viewer, r.in_friends);
-        }
+    let anonymous = || {
+        Sql::new(&format!(
+            "SELECT d.author_id, d.{audience_col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM "
+        ))
+        .append(gone())
+        .push(" WHERE ")
+        .append(rule(Who::User(0)))
     };
-    if viewers.contains(&0) {
-        let rows = db::fetch_all(
-            db,
-            Sql::new(&format!(
-                "SELECT d.author_id, d.{audience_col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM "
-            ))
-            .append(gone())
-            .push(" WHERE ")
-            .append(rule(Who::User(0))),
-        )
-        .await?;
-        add(rows);
-    }
-    let signed_in: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    for chunk in signed_in.chunks(VIEWER_CHUNK) {
-        let rows = db::fetch_all(
-            db,
-            Sql::new(&format!(
-                "SELECT d.author_id, d.{audience_col} AS audience, w.id AS viewer, "
-            ))
-            .append(visibility::scope(
-                Scope::Friends,
-                "d.author_id",
-                Who::Column("w.id"),
-            ))
-            .push(" AS in_friends FROM users w CROSS JOIN ")
-            .append(gone())
-            .push(" WHERE w.id IN (")
-            .list(chunk.iter().copied())
-            .push(") AND ")
-            .append(rule(Who::Column("w.id"))),
-        )
-        .await?;
-        add(rows);
+    let signed_in = |chunk: &[i64]| {
+        Sql::new(&format!(
+            "SELECT d.author_id, d.{audience_col} AS audience, w.id AS viewer, "
+        ))
+        .append(visibility::scope(
+            Scope::Friends,
+            "d.author_id",
+            Who::Column("w.id"),
+        ))
+        .push(" AS in_friends FROM users w CROSS JOIN ")
+        .append(gone())
+        .push(" WHERE w.id IN (")
+        .list(chunk.iter().copied())
+        .push(") AND ")
+        .append(rule(Who::Column("w.id")))
+    };
+    let rows: Vec<AudienceRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
+    for r in rows {
+        out.entry((r.author_id, r.audience))
+            .or_default()
+            .insert(r.viewer, r.in_friends);
     }
     Ok(out)
+}
+
+/// The rows of `anonymous()` if the anonymous viewer (0) is among
+/// `viewers`, and of `signed_in(chunk)` for each thousand of the others:
+/// one statement per kind of viewer per thousand, whatever their number.
+async fn ask_viewers<C, R>(
+    db: &C,
+    viewers: &[i64],
+    anonymous: impl Fn() -> Sql,
+    signed_in: impl Fn(&[i64]) -> Sql,
+) -> AppResult<Vec<R>>
+where
+    C: ConnectionTrait,
+    R: FromQueryResult,
+{
+    let mut rows = Vec::new();
+    if viewers.contains(&0) {
+        rows.extend(db::fetch_all::<R, C>(db, anonymous()).await?);
+    }
+    let others: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    for chunk in others.chunks(VIEWER_CHUNK) {
+        rows.extend(db::fetch_all::<R, C>(db, signed_in(chunk)).await?);
+    }
+    Ok(rows)
 }

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::Stream;
 use sea_orm::DatabaseConnection;
-use tokio::sync::{Notify, OnceCell, broadcast, watch};
+use tokio::sync::{Notify, OnceCell, Semaphore, broadcast, watch};
 
 use crate::entity::{moment, status};
 use crate::error::{AppError, AppResult};
@@ -116,19 +116,38 @@ pub struct Admitted {
     pub asked: Vec<i64>,
 }
 
-/// Consecutive events of the log, published together.
+/// Consecutive events of the log: published together to every subscriber
+/// of the instance, or read for one subscriber alone.
 #[derive(Debug)]
 pub struct Batch {
     pub events: Vec<LogEvent>,
+    shared: bool,
     admitted: OnceCell<Admitted>,
 }
 
 impl Batch {
+    /// A batch the reader publishes to everyone.
     pub fn new(events: Vec<LogEvent>) -> Self {
         Self {
             events,
+            shared: true,
             admitted: OnceCell::new(),
         }
+    }
+
+    /// A batch for one subscriber (caught up from the log, or the part of
+    /// a published one it had not had yet).
+    pub fn private(events: Vec<LogEvent>) -> Self {
+        Self {
+            shared: false,
+            ..Self::new(events)
+        }
+    }
+
+    /// Whether every subscriber of the instance gets this batch (so whom
+    /// it is for is worth deciding for all of them at once).
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// The last position in the batch.
@@ -227,7 +246,14 @@ pub struct EventBus {
     ended: broadcast::Sender<Ended>,
     /// Who is subscribed.
     pub watchers: Watchers,
+    /// Bounds the work done for one subscriber alone (a page caught up from
+    /// the log, and deciding whom it is for): a thousand clients resuming
+    /// at once take turns here instead of taking every connection.
+    pub solo: Arc<Semaphore>,
 }
+
+/// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
+const SOLO: usize = 4;
 
 impl EventBus {
     /// A bus that buffers up to `capacity` batches for each subscriber.
@@ -240,6 +266,7 @@ impl EventBus {
             wake: Arc::new(Notify::new()),
             ended,
             watchers: Watchers::default(),
+            solo: Arc::new(Semaphore::new(SOLO)),
         }
     }
 
@@ -345,6 +372,7 @@ impl EventBus {
         let mut live = self.sender.subscribe();
         // Read after subscribing: nothing published from here on is missed.
         let start = after.or_else(|| self.published());
+        let solo = self.solo.clone();
         async_stream::stream! {
             let mut last = start;
             let mut behind = after.is_some();
@@ -352,7 +380,10 @@ impl EventBus {
                 // Page by page from the table: memory stays one page.
                 while behind {
                     let Some(from) = last else { break 'follow };
-                    match catch_up_page(&db, from, page).await {
+                    let turn = solo.acquire().await;
+                    let read = catch_up_page(&db, from, page).await;
+                    drop(turn);
+                    match read {
                         Ok((batch, more)) => {
                             behind = more;
                             if let Some(batch) = batch {
@@ -375,7 +406,7 @@ impl EventBus {
                             Some(l) if batch.events[0].pos <= l => {
                                 let rest = batch.events.iter().filter(|e| e.pos > l).cloned().collect();
                                 last = Some(end);
-                                yield Ok(Arc::new(Batch::new(rest)));
+                                yield Ok(Arc::new(Batch::private(rest)));
                             }
                             _ => {
                                 last = Some(end);
@@ -417,7 +448,7 @@ async fn catch_up_page(
         return Err(AppError::cursor_expired());
     }
     let more = events.len() >= page as usize;
-    Ok(((!events.is_empty()).then(|| Batch::new(events)), more))
+    Ok(((!events.is_empty()).then(|| Batch::private(events)), more))
 }
 
 #[cfg(test)]

@@ -190,18 +190,26 @@ async fn admitted_to(
     scope: DomainScope,
 ) -> AppResult<Vec<Heard>> {
     let now = app.clock.now();
-    let shared = batch
-        .admitted(|| async {
-            let viewers = app.events.watchers.viewers();
-            live::admit(&app.db, &batch.events, &viewers, now).await
-        })
-        .await?;
-    let alone;
-    let admitted: &Admitted = if shared.asked.contains(&me) {
-        shared
+    let shared = if batch.is_shared() {
+        let shared = batch
+            .admitted(|| async {
+                let viewers = app.events.watchers.viewers();
+                live::admit(&app.db, &batch.events, &viewers, now).await
+            })
+            .await?;
+        shared.asked.contains(&me).then_some(shared)
     } else {
-        alone = live::admit(&app.db, &batch.events, &[me], now).await?;
-        &alone
+        None
+    };
+    let alone;
+    let admitted: &Admitted = match shared {
+        Some(shared) => shared,
+        None => {
+            // Work for this subscriber alone takes its turn.
+            let _turn = app.events.solo.acquire().await;
+            alone = live::admit(&app.db, &batch.events, &[me], now).await?;
+            &alone
+        }
     };
     Ok(batch
         .events
