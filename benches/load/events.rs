@@ -4,12 +4,17 @@
 //! - The change log's cost per instance: statements of its own pool
 //!   (`ephemera_event_log_statements_total`: the reader's polls and
 //!   subscribers' catch-ups) per second, idle and while statuses are posted
-//!   at a fixed rate (1,000/s by default) through all the instances.
-//! - Cross-instance delivery: N `statusCreated` subscribers spread over the
-//!   instances, statuses posted through each in turn; the time from just
-//!   before `createStatus` to each subscriber reading the `next` message.
+//!   at a fixed rate (1,000/s on PostgreSQL) through all the instances.
+//! - Cross-instance delivery: N anonymous `statusCreated` subscribers spread
+//!   over the instances, PUBLIC statuses posted through each in turn; the
+//!   time from just before `createStatus` to each subscriber reading the
+//!   `next` message.
 //! - Posting throughput (closed loop, `createStatus` through all instances)
-//!   with no subscriber, then with the N attached: the ratio.
+//!   with no subscriber, then with the N attached: first for posts they do
+//!   not receive (FRIENDS statuses; the subscribers are anonymous), which is
+//!   what attaching subscribers costs the write path; then for posts every
+//!   one of them receives (PUBLIC), where the work is the deliveries
+//!   (reported per second).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -45,9 +50,12 @@ pub struct EventsResult {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
-    /// `createStatus` per second without and with the subscribers.
+    /// `createStatus` per second without subscribers, and with them attached
+    /// for posts they do not receive.
     pub posts_without: f64,
     pub posts_with: f64,
+    /// `createStatus` per second when every subscriber receives every post.
+    pub posts_to_all: f64,
     pub errors: u64,
 }
 
@@ -66,12 +74,32 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
         ..EventsResult::default()
     };
     let errors = Arc::new(AtomicU64::new(0));
+    let poster = Poster {
+        bench,
+        urls: servers.iter().map(Server::graphql_url).collect(),
+        errors: errors.clone(),
+    };
 
     // Idle: the readers poll.
     result.idle_log_per_s = log_rate(&servers, opts.duration(), async {}).await;
 
-    // Throughput without subscribers.
-    result.posts_without = closed_loop(bench, &servers, opts, &errors).await;
+    // At a fixed rate: what the readers read then.
+    let rate = if bench.db == Db::Postgres {
+        1_000.0
+    } else {
+        200.0
+    };
+    result.rate_asked = rate;
+    let posted = AtomicU64::new(0);
+    result.loaded_log_per_s = log_rate(
+        &servers,
+        opts.duration(),
+        poster.open_loop(rate, opts.duration(), &posted),
+    )
+    .await;
+    result.rate_reached = posted.load(Ordering::Relaxed) as f64 / opts.seconds;
+
+    result.posts_without = poster.closed_loop(opts, "FRIENDS").await;
 
     // The subscribers, spread over the instances.
     let n = opts.subscribers.iter().copied().max().unwrap_or(0);
@@ -105,19 +133,14 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
     // Delivery across instances: each status posted through the next one.
     let http = reqwest::Client::new();
     let mut latencies = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("hist");
-    let poster = format!("Bearer {}", bench.token(1));
+    let token = format!("Bearer {}", bench.token(1));
     for event in 1..=EVENTS {
-        let server = &servers[event as usize % instances];
+        let url = &poster.urls[event as usize % instances];
         let sent = Instant::now();
-        post(
-            &http,
-            &server.graphql_url(),
-            &poster,
-            &format!("bench-event-{}", 1_000_000 + event),
-            &AtomicU64::new(0),
-            &errors,
-        )
-        .await;
+        let caption = format!("bench-event-{}", 1_000_000 + event);
+        poster
+            .post(&http, url, &token, &caption, "PUBLIC", &AtomicU64::new(0))
+            .await;
         let deadline = sent + Duration::from_secs(30);
         let mut got = 0;
         while got < n {
@@ -140,32 +163,10 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
     result.p99_ms = ms(0.99);
     result.max_ms = latencies.max() as f64 / 1000.0;
 
-    // Throughput with them attached (deliveries are drained, not timed).
+    // Throughput with them attached (what they receive is drained, not timed).
     let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-    result.posts_with = closed_loop(bench, &servers, opts, &errors).await;
-
-    // The log's cost while statuses come at a fixed rate.
-    let rate = if bench.db == Db::Postgres {
-        1_000.0
-    } else {
-        200.0
-    };
-    result.rate_asked = rate;
-    let posted = Arc::new(AtomicU64::new(0));
-    result.loaded_log_per_s = log_rate(
-        &servers,
-        opts.duration(),
-        open_loop(
-            bench,
-            &servers,
-            rate,
-            opts.duration(),
-            posted.clone(),
-            errors.clone(),
-        ),
-    )
-    .await;
-    result.rate_reached = posted.load(Ordering::Relaxed) as f64 / opts.seconds;
+    result.posts_with = poster.closed_loop(opts, "FRIENDS").await;
+    result.posts_to_all = poster.closed_loop(opts, "PUBLIC").await;
     result.errors = errors.load(Ordering::Relaxed);
     eprintln!("  {result:?}");
 
@@ -196,112 +197,112 @@ async fn log_rate(servers: &[Server], wait: Duration, during: impl Future<Output
     (count().await - before) / elapsed / servers.len() as f64
 }
 
-/// Posts a PUBLIC status through `url`; counts it in `done` or `errors`.
-async fn post(
-    http: &reqwest::Client,
-    url: &str,
-    token: &str,
-    caption: &str,
-    done: &AtomicU64,
-    errors: &AtomicU64,
-) {
-    let body = json!({
-        "query": "mutation($c: String!) { createStatus(input: { caption: $c, audience: PUBLIC }) { id } }",
-        "variables": { "c": caption },
-    });
-    let ok = match http
-        .post(url)
-        .header("authorization", token)
-        .json(&body)
-        .send()
-        .await
-    {
-        Ok(r) => r
-            .json::<Value>()
-            .await
-            .is_ok_and(|v| v.get("errors").is_none()),
-        Err(_) => false,
-    };
-    if ok {
-        done.fetch_add(1, Ordering::Relaxed);
-    } else {
-        errors.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// `createStatus` per second with `opts.concurrency` in flight, round the
-/// instances, each request by one of as many posters.
-async fn closed_loop(
-    bench: &Bench,
-    servers: &[Server],
-    opts: &Opts,
-    errors: &Arc<AtomicU64>,
-) -> f64 {
-    let done = Arc::new(AtomicU64::new(0));
-    let stop = Instant::now() + opts.duration();
-    let mut workers = Vec::new();
-    for w in 0..opts.concurrency {
-        let token = format!("Bearer {}", bench.token(w as i64 + 2));
-        let url = servers[w % servers.len()].graphql_url();
-        let (done, errors) = (done.clone(), errors.clone());
-        workers.push(tokio::spawn(async move {
-            let http = reqwest::Client::new();
-            let mut i = 0u64;
-            while Instant::now() < stop {
-                i += 1;
-                post(
-                    &http,
-                    &url,
-                    &token,
-                    &format!("load {w} {i}"),
-                    &done,
-                    &errors,
-                )
-                .await;
-            }
-        }));
-    }
-    let started = Instant::now();
-    for w in workers {
-        let _ = w.await;
-    }
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
-}
-
-/// Posts `rate` statuses a second for `length`, round the instances, at most
-/// 512 in flight; counts those that succeeded in `posted`.
-async fn open_loop(
-    bench: &Bench,
-    servers: &[Server],
-    rate: f64,
-    length: Duration,
-    posted: Arc<AtomicU64>,
+/// Posts statuses through the instances, as seeded users 2 to 17.
+struct Poster<'a> {
+    bench: &'a Bench,
+    urls: Vec<String>,
     errors: Arc<AtomicU64>,
-) {
-    let http = reqwest::Client::new();
-    let in_flight = Arc::new(Semaphore::new(512));
-    let urls: Vec<String> = servers.iter().map(Server::graphql_url).collect();
-    let tokens: Vec<String> = (0..16)
-        .map(|u| format!("Bearer {}", bench.token(u + 2)))
-        .collect();
-    let total = (rate * length.as_secs_f64()) as u64;
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for i in 0..total {
-        tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
-        let Ok(permit) = in_flight.clone().try_acquire_owned() else {
-            errors.fetch_add(1, Ordering::Relaxed);
-            continue;
-        };
-        let (http, posted, errors) = (http.clone(), posted.clone(), errors.clone());
-        let url = urls[i as usize % urls.len()].clone();
-        let token = tokens[i as usize % tokens.len()].clone();
-        tasks.push(tokio::spawn(async move {
-            post(&http, &url, &token, &format!("rate {i}"), &posted, &errors).await;
-            drop(permit);
-        }));
+}
+
+impl Poster<'_> {
+    fn token(&self, i: usize) -> String {
+        format!("Bearer {}", self.bench.token((i % 16) as i64 + 2))
     }
-    for t in tasks {
-        let _ = t.await;
+
+    /// Posts a status for `audience` through `url`; counts it in `done`, or
+    /// in the errors.
+    async fn post(
+        &self,
+        http: &reqwest::Client,
+        url: &str,
+        token: &str,
+        caption: &str,
+        audience: &str,
+        done: &AtomicU64,
+    ) {
+        let body = json!({
+            "query": "mutation($c: String!, $a: StatusAudience!) { createStatus(input: { caption: $c, audience: $a }) { id } }",
+            "variables": { "c": caption, "a": audience },
+        });
+        let sent = http
+            .post(url)
+            .header("authorization", token)
+            .json(&body)
+            .send()
+            .await;
+        let ok = match sent {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .is_ok_and(|v| v.get("errors").is_none()),
+            Err(_) => false,
+        };
+        if ok {
+            done.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `createStatus` per second with `opts.concurrency` in flight, round
+    /// the instances.
+    async fn closed_loop(&self, opts: &Opts, audience: &str) -> f64 {
+        let done = AtomicU64::new(0);
+        let stop = Instant::now() + opts.duration();
+        let started = Instant::now();
+        let workers = (0..opts.concurrency).map(|w| {
+            let (token, url, done) = (self.token(w), &self.urls[w % self.urls.len()], &done);
+            async move {
+                let http = reqwest::Client::new();
+                let mut i = 0u64;
+                while Instant::now() < stop {
+                    i += 1;
+                    let caption = format!("load {w} {i}");
+                    self.post(&http, url, &token, &caption, audience, done)
+                        .await;
+                }
+            }
+        });
+        futures_util::future::join_all(workers).await;
+        done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    }
+
+    /// Posts `rate` FRIENDS statuses a second for `length`, round the
+    /// instances, at most 512 in flight (one more is an error); counts those
+    /// that succeeded in `posted`.
+    async fn open_loop(&self, rate: f64, length: Duration, posted: &AtomicU64) {
+        let http = reqwest::Client::new();
+        let in_flight = Semaphore::new(512);
+        let tokens: Vec<String> = (0..16).map(|i| self.token(i)).collect();
+        let total = (rate * length.as_secs_f64()) as u64;
+        let start = Instant::now();
+        let mut sends = futures_util::stream::FuturesUnordered::new();
+        for i in 0..total {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            // Keep the sends moving while waiting for the next one's time.
+            while Instant::now() < due {
+                use futures_util::StreamExt;
+                tokio::select! {
+                    _ = sends.next(), if !sends.is_empty() => {}
+                    () = tokio::time::sleep_until(due) => {}
+                }
+            }
+            let Ok(permit) = in_flight.try_acquire() else {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let (http, url, token) = (
+                &http,
+                &self.urls[i as usize % self.urls.len()],
+                &tokens[i as usize % 16],
+            );
+            sends.push(async move {
+                self.post(http, url, token, &format!("rate {i}"), "FRIENDS", posted)
+                    .await;
+                drop(permit);
+            });
+        }
+        use futures_util::StreamExt;
+        while sends.next().await.is_some() {}
     }
 }

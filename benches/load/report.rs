@@ -293,19 +293,19 @@ impl Report {
 
         out.push_str(
             "\n### Events across instances (the change log)\n\n\
-             | db | instances | subscribers | log statements/s per instance, idle | posting rate asked / reached | log statements/s per instance at that rate | delivered | p50 ms | p99 ms | max ms | createStatus/s without subscribers | with them | with / without |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             | db | instances | log statements/s per instance, idle | posting rate asked / reached | log statements/s per instance at that rate | subscribers | delivered | p50 ms | p99 ms | max ms | createStatus/s without subscribers | with them (posts they do not receive) | with / without | createStatus/s each to every subscriber | deliveries/s |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for (db, e) in &self.events {
             let _ = writeln!(
                 out,
-                "| {db} | {} | {} | {:.1} | {:.0} / {:.0} | {:.1} | {}/{} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} |",
+                "| {db} | {} | {:.1} | {:.0} / {:.0} | {:.1} | {} | {}/{} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} |",
                 e.instances,
-                e.subscribers,
                 e.idle_log_per_s,
                 e.rate_asked,
                 e.rate_reached,
                 e.loaded_log_per_s,
+                e.subscribers,
                 e.delivered,
                 e.expected,
                 e.p50_ms,
@@ -314,6 +314,8 @@ impl Report {
                 e.posts_without,
                 e.posts_with,
                 e.posts_with / e.posts_without.max(f64::MIN_POSITIVE),
+                e.posts_to_all,
+                e.posts_to_all * e.subscribers as f64,
             );
         }
 
@@ -451,7 +453,10 @@ impl Report {
         for (db, e) in &self.events {
             assert_eq!(e.delivered, e.expected, "{db}: {e:?}");
             assert!(
-                e.posts_without > 0.0 && e.posts_with > 0.0 && e.rate_reached > 0.0,
+                e.posts_without > 0.0
+                    && e.posts_with > 0.0
+                    && e.posts_to_all > 0.0
+                    && e.rate_reached > 0.0,
                 "{db}: {e:?}"
             );
         }

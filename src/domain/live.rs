@@ -34,9 +34,10 @@ const VIEWER_CHUNK: usize = 1000;
 pub async fn admit<C: ConnectionTrait>(
     db: &C,
     events: &[LogEvent],
-    viewers: &[i64],
+    asked: Arc<HashSet<i64>>,
     now: Millis,
 ) -> AppResult<Admitted> {
+    let viewers: Vec<i64> = asked.iter().copied().collect();
     let ids = |kinds: &[Kind]| -> Vec<i64> {
         let set: HashSet<i64> = events
             .iter()
@@ -63,46 +64,54 @@ pub async fn admit<C: ConnectionTrait>(
         .iter()
         .filter(|e| e.kind == Kind::StatusSeen)
         .filter_map(|e| e.viewer)
-        .filter(|v| viewers.contains(v))
+        .filter(|v| asked.contains(v))
         .collect::<HashSet<_>>()
         .into_iter()
         .collect();
 
-    let created_for = readers(db, Shown::Status, &created, viewers, Reach::List, now).await?;
+    let created_for = readers(db, Shown::Status, &created, &viewers, Reach::List, now).await?;
     let seen_for = readers(db, Shown::Status, &seen, &seers, Reach::Direct, now).await?;
-    let moments_for = readers(db, Shown::Moment, &moments, viewers, Reach::List, now).await?;
-    let status_gone_for = audiences(db, Shown::Status, &pairs(false), viewers).await?;
-    let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), viewers).await?;
+    let moments_for = readers(db, Shown::Moment, &moments, &viewers, Reach::List, now).await?;
+    let status_gone_for = audiences(db, Shown::Status, &pairs(false), &viewers).await?;
+    let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), &viewers).await?;
 
     let mut admitted = Admitted {
-        asked: viewers.to_vec(),
+        asked,
         ..Admitted::default()
     };
-    for e in events {
-        let for_subject =
-            |m: &Verdicts| -> HashMap<i64, bool> { m.get(&e.subject).cloned().unwrap_or_default() };
-        let for_pair = |m: &PairVerdicts| -> HashMap<i64, bool> {
-            m.get(&(e.author, e.audience.clone()))
-                .cloned()
-                .unwrap_or_default()
-        };
-        admitted.viewers.push(match e.kind {
-            Kind::StatusCreated => for_subject(&created_for),
-            Kind::StatusSeen => for_subject(&seen_for)
-                .into_iter()
-                .filter(|(v, _)| Some(*v) == e.viewer)
-                .collect(),
-            Kind::MomentCreated | Kind::MomentRestored => for_subject(&moments_for),
-            Kind::StatusDeleted => for_pair(&status_gone_for),
-            Kind::MomentDeleted => for_pair(&moment_gone_for),
-        });
+    let empty = HashMap::new();
+    let mut heard = vec![false; events.len()];
+    for (i, e) in events.iter().enumerate() {
+        let verdicts = match e.kind {
+            Kind::StatusCreated => created_for.get(&e.subject),
+            Kind::StatusSeen => seen_for.get(&e.subject),
+            Kind::MomentCreated | Kind::MomentRestored => moments_for.get(&e.subject),
+            Kind::StatusDeleted => status_gone_for.get(&(e.author, e.audience.clone())),
+            Kind::MomentDeleted => moment_gone_for.get(&(e.author, e.audience.clone())),
+        }
+        .unwrap_or(&empty);
+        for (&viewer, &in_friends) in verdicts {
+            // A seen mark is its viewer's alone.
+            if e.kind == Kind::StatusSeen && Some(viewer) != e.viewer {
+                continue;
+            }
+            heard[i] = true;
+            admitted
+                .by_viewer
+                .entry(viewer)
+                .or_default()
+                .push((i, in_friends));
+        }
+    }
+    for events in admitted.by_viewer.values_mut() {
+        events.sort_unstable();
     }
     // The rows shown, once for everyone: only those someone hears of.
     let shown = |kinds: &[Kind]| -> Vec<i64> {
         let set: HashSet<i64> = events
             .iter()
-            .zip(&admitted.viewers)
-            .filter(|(e, v)| kinds.contains(&e.kind) && !v.is_empty())
+            .zip(&heard)
+            .filter(|(e, heard)| kinds.contains(&e.kind) && **heard)
             .map(|(e, _)| e.subject)
             .collect();
         set.into_iter().collect()

@@ -21,7 +21,7 @@
 
 pub mod log;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -105,15 +105,17 @@ pub struct LogEvent {
 /// What the domain decided about a batch for some viewers (0: anonymous).
 #[derive(Debug, Default)]
 pub struct Admitted {
-    /// Per event of the batch (same index): the viewers it is for, each
-    /// with whether the author is the viewer or a friend (what a `FRIENDS`
-    /// scope keeps).
-    pub viewers: Vec<HashMap<i64, bool>>,
+    /// The viewers it was decided for (shared between batches while the
+    /// subscribers do not change).
+    pub asked: Arc<HashSet<i64>>,
+    /// Per viewer who hears of something: the events of the batch (their
+    /// index, in order) they hear of, each with whether the author is the
+    /// viewer or a friend (what a `FRIENDS` scope keeps). One look-up per
+    /// subscriber per batch.
+    pub by_viewer: HashMap<i64, Vec<(usize, bool)>>,
     /// The statuses and moments the events show, read once for everyone.
     pub statuses: HashMap<i64, Arc<status::Model>>,
     pub moments: HashMap<i64, Arc<moment::Model>>,
-    /// The viewers it was decided for.
-    pub asked: Vec<i64>,
 }
 
 /// Consecutive events of the log: published together to every subscriber
@@ -169,13 +171,21 @@ impl Batch {
 /// Which viewers (0: anonymous) are subscribed on this instance, and how
 /// many subscriptions each holds.
 #[derive(Clone, Debug, Default)]
-pub struct Watchers(Arc<Mutex<HashMap<i64, usize>>>);
+pub struct Watchers(Arc<Mutex<Watched>>);
+
+#[derive(Debug, Default)]
+struct Watched {
+    counts: HashMap<i64, usize>,
+    /// The set of viewers, made once after each change.
+    set: Option<Arc<HashSet<i64>>>,
+}
 
 impl Watchers {
     /// Counts a subscription of `viewer` until the returned guard drops.
     pub fn watch(&self, viewer: i64) -> Watching {
         if let Ok(mut w) = self.0.lock() {
-            *w.entry(viewer).or_default() += 1;
+            *w.counts.entry(viewer).or_default() += 1;
+            w.set = None;
         }
         Watching {
             watchers: self.clone(),
@@ -184,11 +194,14 @@ impl Watchers {
     }
 
     /// The viewers subscribed now.
-    pub fn viewers(&self) -> Vec<i64> {
-        self.0
-            .lock()
-            .map(|w| w.keys().copied().collect())
-            .unwrap_or_default()
+    pub fn viewers(&self) -> Arc<HashSet<i64>> {
+        let Ok(mut w) = self.0.lock() else {
+            return Arc::default();
+        };
+        if w.set.is_none() {
+            w.set = Some(Arc::new(w.counts.keys().copied().collect()));
+        }
+        w.set.clone().unwrap_or_default()
     }
 }
 
@@ -202,11 +215,12 @@ pub struct Watching {
 impl Drop for Watching {
     fn drop(&mut self) {
         if let Ok(mut w) = self.watchers.0.lock()
-            && let Some(n) = w.get_mut(&self.viewer)
+            && let Some(n) = w.counts.get_mut(&self.viewer)
         {
             *n -= 1;
             if *n == 0 {
-                w.remove(&self.viewer);
+                w.counts.remove(&self.viewer);
+                w.set = None;
             }
         }
     }
@@ -461,12 +475,14 @@ mod tests {
         let a = w.watch(5);
         let b = w.watch(5);
         let c = w.watch(0);
-        let mut v = w.viewers();
+        let mut v: Vec<i64> = w.viewers().iter().copied().collect();
         v.sort_unstable();
         assert_eq!(v, vec![0, 5]);
+        let same = w.viewers();
+        assert!(Arc::ptr_eq(&same, &w.viewers()), "made once per change");
         drop(a);
         drop(c);
-        assert_eq!(w.viewers(), vec![5]);
+        assert_eq!(*w.viewers(), HashSet::from([5]));
         drop(b);
         assert!(w.viewers().is_empty());
     }

@@ -194,7 +194,7 @@ async fn admitted_to(
         let shared = batch
             .admitted(|| async {
                 let viewers = app.events.watchers.viewers();
-                live::admit(&app.db, &batch.events, &viewers, now).await
+                live::admit(&app.db, &batch.events, viewers, now).await
             })
             .await?;
         shared.asked.contains(&me).then_some(shared)
@@ -207,20 +207,17 @@ async fn admitted_to(
         None => {
             // Work for this subscriber alone takes its turn.
             let _turn = app.events.solo.acquire().await;
-            alone = live::admit(&app.db, &batch.events, &[me], now).await?;
+            let me_alone = Arc::new(std::collections::HashSet::from([me]));
+            alone = live::admit(&app.db, &batch.events, me_alone, now).await?;
             &alone
         }
     };
-    Ok(batch
-        .events
+    let mine = admitted.by_viewer.get(&me).map_or(&[][..], Vec::as_slice);
+    Ok(mine
         .iter()
-        .zip(&admitted.viewers)
-        .filter(|(_, viewers)| {
-            viewers
-                .get(&me)
-                .is_some_and(|&in_friends| live::in_scope(scope, in_friends))
-        })
-        .map(|(event, _)| Heard {
+        .filter(|&&(_, in_friends)| live::in_scope(scope, in_friends))
+        .filter_map(|&(i, _)| batch.events.get(i))
+        .map(|event| Heard {
             event: event.clone(),
             status: admitted.statuses.get(&event.subject).cloned(),
             moment: admitted.moments.get(&event.subject).cloned(),

@@ -84,6 +84,64 @@ async fn three_instances_deliver_every_status_to_every_subscriber_once_in_order(
     cluster.finish().await;
 }
 
+/// A transaction that wrote its event first but commits last (held open
+/// on the shared database while three instances take posts): no instance
+/// skips it, and each delivers it before the posts that came after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_commit_is_delivered_in_its_place_by_every_instance() {
+    use ephemera::events::Kind;
+    use ephemera::events::log::{self, Change};
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+
+    let cluster = Cluster::new().await;
+    let mut instances = Vec::new();
+    for _ in 0..3 {
+        instances.push(cluster.spawn(&[]).await);
+    }
+    let author = instances[0].sign_up("latecomer").await;
+    let author_id: i64 = author.id.parse().unwrap();
+    let mut sockets = Vec::new();
+    for i in &instances {
+        sockets.push(subscribe(&i.ws_url, None, json!({})).await);
+        i.wait_for_metric("ephemera_subscribers", 1).await;
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    let late_id: i64 = 9_000_000_001;
+    let txn = cluster.db.begin().await.unwrap();
+    txn.execute_unprepared(&format!(
+        "INSERT INTO statuses (id, author_id, caption, created_at, expires_at, audience) \
+         VALUES ({late_id}, {author_id}, 'late', {now}, {}, 'PUBLIC')",
+        now + 3_600_000
+    ))
+    .await
+    .unwrap();
+    let change = Change {
+        kind: Kind::StatusCreated,
+        subject: late_id,
+        author: author_id,
+        audience: "PUBLIC".into(),
+        viewer: None,
+    };
+    log::record(&txn, &[change], now).await.unwrap();
+    // Posts through each instance commit while it is open.
+    let mut after = Vec::new();
+    for i in &instances {
+        after.push(i.post_status(&author, "on time").await);
+    }
+    for ws in &mut sockets {
+        assert!(silent(ws, Duration::from_millis(300)).await, "held back");
+    }
+    txn.commit().await.unwrap();
+    let mut expected = vec![ev("StatusCreatedEvent", &late_id.to_string())];
+    expected.extend(after.iter().map(|id| ev("StatusCreatedEvent", id)));
+    for ws in &mut sockets {
+        assert_eq!(next_events(ws, 4).await, expected);
+        assert!(silent(ws, Duration::from_millis(300)).await, "once each");
+    }
+    drop(instances);
+    cluster.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_resumes_on_another_instance_without_missing_anything() {
     let cluster = Cluster::new().await;
