@@ -5,16 +5,28 @@
 //! stop. Nothing imports this module but the binary and the tests.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::domain::live;
 use crate::error::{AppError, AppResult};
-use crate::events::ReaderSettings;
+use crate::events::{Decide, ReaderSettings};
 pub use crate::state::AppState;
 use crate::{graphql, http, jobs};
+
+/// The rules the event bus decides with: `domain::live` on this state's
+/// database, at its clock's time.
+fn decide(state: &AppState) -> Decide {
+    let (db, clock) = (state.db.clone(), state.clock.clone());
+    Arc::new(move |events, viewers| {
+        let (db, now) = (db.clone(), clock.now());
+        Box::pin(async move { live::admit(&db, &events, &viewers, now).await })
+    })
+}
 
 /// A running server.
 pub struct App {
@@ -43,6 +55,8 @@ impl App {
         } else {
             None
         };
+        state.events.set_decide(decide(&state));
+        state.events.start_at_end(&state.log_db).await?;
         let (background, stop) = watch::channel(false);
         let reader = state.events.clone().run_reader(
             state.log_db.clone(),

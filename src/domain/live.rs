@@ -29,12 +29,13 @@ use crate::events::{Admitted, Kind, LogEvent};
 /// Viewers asked about in one statement at most.
 const VIEWER_CHUNK: usize = 1000;
 
-/// Decides, for each of `events`, which of `viewers` (0: anonymous) hear
-/// of it at `now`, and reads the statuses and moments they show.
+/// Decides, for each of `events`, which of the viewers `asked` (0:
+/// anonymous) hear of it at `now`, and reads the statuses and moments they
+/// show.
 pub async fn admit<C: ConnectionTrait>(
     db: &C,
     events: &[LogEvent],
-    asked: Arc<HashSet<i64>>,
+    asked: &HashSet<i64>,
     now: Millis,
 ) -> AppResult<Admitted> {
     let viewers: Vec<i64> = asked.iter().copied().collect();
@@ -75,10 +76,7 @@ pub async fn admit<C: ConnectionTrait>(
     let status_gone_for = audiences(db, Shown::Status, &pairs(false), &viewers).await?;
     let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), &viewers).await?;
 
-    let mut admitted = Admitted {
-        asked,
-        ..Admitted::default()
-    };
+    let mut admitted = Admitted::default();
     let empty = HashMap::new();
     let mut heard = vec![false; events.len()];
     for (i, e) in events.iter().enumerate() {

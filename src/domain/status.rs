@@ -29,6 +29,10 @@
 //! until that older one expires too, the entry keeps its place and
 //! `latestCreatedAt` by the newest, while `storyCount` counts live ones only.
 //!
+//! Every change subscribers hear of (a status created, deleted by its author,
+//! a moderator or the purge, a new seen mark) writes its change-log event in
+//! the same transaction (see `events`).
+//!
 //! Locks, on PostgreSQL: an insert takes the author's summary row first (the
 //! upsert) and then adds a new status; a delete and the purge take status rows
 //! first and summary rows after. No path waits for a status row while holding

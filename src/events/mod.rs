@@ -6,28 +6,29 @@
 //! restored) is written into the `events` table in the transaction that
 //! makes it ([`log::record`]), whichever instance took it. One reader per
 //! instance ([`EventBus::run_reader`]) polls the table for what became
-//! final after the last position it read (an index probe per poll, a few
-//! per second; a local write wakes it at once) and publishes each page as
-//! one [`Batch`] on a bounded broadcast channel. A subscriber follows the
-//! bus from a position ([`EventBus::follow`]): it first catches up from the
-//! table, then takes live batches; one that falls more than the channel's
-//! buffer behind catches up from the table again instead of skipping, so it
-//! sees every event once, in order, and its memory is one position. On
+//! final after the last position it read (an index probe per poll, ten a
+//! second; a local write wakes it at once). For each page it asks the
+//! domain's rules once whom each event is for among the viewers subscribed
+//! here (the [`Decide`] the wiring gives it), then hands each subscription
+//! only what is for it, on a bounded channel of its own: a subscriber that
+//! hears nothing is never woken. A subscriber follows the bus from a
+//! position ([`EventBus::follow`]): it first catches up from the table,
+//! then takes what the reader hands it; one whose channel is full is marked
+//! behind and catches up from the table again instead of skipping, so it
+//! sees every event once, in order, and its memory is its channel. On
 //! SQLite (one instance) the same code runs on the same table.
-//!
-//! Whom an event is for is not decided here: [`Batch::admitted`] keeps what
-//! the domain's visibility rules decided for the viewers subscribed here,
-//! computed once per batch by the first subscriber that asks.
 
 pub mod log;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures_util::Stream;
 use sea_orm::DatabaseConnection;
-use tokio::sync::{Notify, OnceCell, Semaphore, broadcast, watch};
+use tokio::sync::{Notify, Semaphore, broadcast, mpsc, watch};
 
 use crate::entity::{moment, status};
 use crate::error::{AppError, AppResult};
@@ -102,127 +103,59 @@ pub struct LogEvent {
     pub viewer: Option<i64>,
 }
 
-/// What the domain decided about a batch for some viewers (0: anonymous).
+/// What the domain decided about some events for some viewers (0:
+/// anonymous).
 #[derive(Debug, Default)]
 pub struct Admitted {
-    /// The viewers it was decided for (shared between batches while the
-    /// subscribers do not change).
-    pub asked: Arc<HashSet<i64>>,
-    /// Per viewer who hears of something: the events of the batch (their
-    /// index, in order) they hear of, each with whether the author is the
-    /// viewer or a friend (what a `FRIENDS` scope keeps). One look-up per
-    /// subscriber per batch.
+    /// Per viewer who hears of something: the events (their index, in
+    /// order) they hear of, each with whether the author is the viewer or a
+    /// friend (what a `FRIENDS` scope keeps).
     pub by_viewer: HashMap<i64, Vec<(usize, bool)>>,
     /// The statuses and moments the events show, read once for everyone.
     pub statuses: HashMap<i64, Arc<status::Model>>,
     pub moments: HashMap<i64, Arc<moment::Model>>,
 }
 
-/// Consecutive events of the log: published together to every subscriber
-/// of the instance, or read for one subscriber alone.
-#[derive(Debug)]
-pub struct Batch {
-    pub events: Vec<LogEvent>,
-    shared: bool,
-    admitted: OnceCell<Admitted>,
+/// Decides whom events are for among viewers: the domain's rules, given to
+/// the bus by the wiring (this layer sits below the domain).
+pub type Decide = Arc<
+    dyn Fn(
+            Vec<LogEvent>,
+            Arc<HashSet<i64>>,
+        ) -> Pin<Box<dyn Future<Output = AppResult<Admitted>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// One event for one subscriber, with what it shows.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    pub event: LogEvent,
+    /// Whether the author is the subscriber or a friend.
+    pub in_friends: bool,
+    pub status: Option<Arc<status::Model>>,
+    pub moment: Option<Arc<moment::Model>>,
 }
 
-impl Batch {
-    /// A batch the reader publishes to everyone.
-    pub fn new(events: Vec<LogEvent>) -> Self {
-        Self {
-            events,
-            shared: true,
-            admitted: OnceCell::new(),
-        }
-    }
-
-    /// A batch for one subscriber (caught up from the log, or the part of
-    /// a published one it had not had yet).
-    pub fn private(events: Vec<LogEvent>) -> Self {
-        Self {
-            shared: false,
-            ..Self::new(events)
-        }
-    }
-
-    /// Whether every subscriber of the instance gets this batch (so whom
-    /// it is for is worth deciding for all of them at once).
-    pub fn is_shared(&self) -> bool {
-        self.shared
-    }
-
-    /// The last position in the batch.
-    pub fn last(&self) -> Option<Pos> {
-        self.events.last().map(|e| e.pos)
-    }
-
-    /// Whom the batch is for: decided by `decide` for the first subscriber
-    /// that asks (the others wait for it) and kept for the rest. A failed
-    /// decision is not kept; the next subscriber tries again.
-    pub async fn admitted<F>(&self, decide: impl FnOnce() -> F) -> AppResult<&Admitted>
-    where
-        F: Future<Output = AppResult<Admitted>>,
-    {
-        self.admitted.get_or_try_init(decide).await
-    }
-}
-
-/// Which viewers (0: anonymous) are subscribed on this instance, and how
-/// many subscriptions each holds.
-#[derive(Clone, Debug, Default)]
-pub struct Watchers(Arc<Mutex<Watched>>);
-
-#[derive(Debug, Default)]
-struct Watched {
-    counts: HashMap<i64, usize>,
-    /// The set of viewers, made once after each change.
-    set: Option<Arc<HashSet<i64>>>,
-}
-
-impl Watchers {
-    /// Counts a subscription of `viewer` until the returned guard drops.
-    pub fn watch(&self, viewer: i64) -> Watching {
-        if let Ok(mut w) = self.0.lock() {
-            *w.counts.entry(viewer).or_default() += 1;
-            w.set = None;
-        }
-        Watching {
-            watchers: self.clone(),
-            viewer,
-        }
-    }
-
-    /// The viewers subscribed now.
-    pub fn viewers(&self) -> Arc<HashSet<i64>> {
-        let Ok(mut w) = self.0.lock() else {
-            return Arc::default();
-        };
-        if w.set.is_none() {
-            w.set = Some(Arc::new(w.counts.keys().copied().collect()));
-        }
-        w.set.clone().unwrap_or_default()
-    }
-}
-
-/// One subscription's place among the [`Watchers`].
-#[derive(Debug)]
-pub struct Watching {
-    watchers: Watchers,
-    viewer: i64,
-}
-
-impl Drop for Watching {
-    fn drop(&mut self) {
-        if let Ok(mut w) = self.watchers.0.lock()
-            && let Some(n) = w.counts.get_mut(&self.viewer)
-        {
-            *n -= 1;
-            if *n == 0 {
-                w.counts.remove(&self.viewer);
-                w.set = None;
-            }
-        }
+impl Admitted {
+    /// What `viewer` hears of among `events`, in order.
+    fn deliveries(&self, viewer: i64, events: &[LogEvent]) -> Vec<Delivery> {
+        self.by_viewer
+            .get(&viewer)
+            .map(|mine| {
+                mine.iter()
+                    .filter_map(|&(i, in_friends)| {
+                        let event = events.get(i)?.clone();
+                        Some(Delivery {
+                            in_friends,
+                            status: self.statuses.get(&event.subject).cloned(),
+                            moment: self.moments.get(&event.subject).cloned(),
+                            event,
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -236,52 +169,122 @@ pub enum Ended {
     User(i64),
 }
 
-/// The least time between two reads woken by local writes.
-const WAKE_GAP: Duration = Duration::from_millis(10);
-
 /// How the reader reads (see [`EventBus::run_reader`]).
 #[derive(Clone, Copy, Debug)]
 pub struct ReaderSettings {
     /// How often it looks for events written by other instances.
     pub poll: Duration,
-    /// Events read (and published) at most at once.
+    /// Events read (and handed out) at most at once.
     pub page: u32,
 }
 
+/// The least time between two reads woken by local writes.
+const WAKE_GAP: Duration = Duration::from_millis(10);
+
+/// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
+const SOLO: usize = 4;
+
+/// What the reader hands a subscription at once.
+type Handed = Arc<Vec<Delivery>>;
+
+/// One subscription, as the reader sees it.
+#[derive(Debug)]
+struct Sub {
+    id: u64,
+    tx: mpsc::Sender<Handed>,
+    /// Set when something could not be handed to it (its channel was full):
+    /// it reads the log again from where it is.
+    behind: Arc<AtomicBool>,
+}
+
+/// The subscriptions of this instance, by viewer.
+#[derive(Debug, Default)]
+struct Registry {
+    next: u64,
+    count: usize,
+    by_viewer: HashMap<i64, Vec<Sub>>,
+    /// The set of viewers, made once after each change.
+    viewers: Option<Arc<HashSet<i64>>>,
+}
+
+/// A subscription's place in the registry; leaves it when dropped.
+#[derive(Debug)]
+struct Subscribed {
+    registry: Arc<Mutex<Registry>>,
+    viewer: i64,
+    id: u64,
+}
+
+impl Drop for Subscribed {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.registry.lock() {
+            if let Some(subs) = r.by_viewer.get_mut(&self.viewer) {
+                subs.retain(|s| s.id != self.id);
+                if subs.is_empty() {
+                    r.by_viewer.remove(&self.viewer);
+                    r.viewers = None;
+                }
+            }
+            r.count = r.count.saturating_sub(1);
+        }
+    }
+}
+
 /// Fans the change log out to this instance's subscribers.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct EventBus {
-    sender: broadcast::Sender<Arc<Batch>>,
-    /// The last position the reader published.
+    registry: Arc<Mutex<Registry>>,
+    /// Deliveries buffered per subscription.
+    capacity: usize,
+    /// The last position the reader handed out.
     published: watch::Sender<Option<Pos>>,
     /// Wakes the reader before its next poll (a change was written here).
     wake: Arc<Notify>,
     /// Sessions that ended, for the open websockets that stand on them.
     ended: broadcast::Sender<Ended>,
-    /// Who is subscribed.
-    pub watchers: Watchers,
     /// Bounds the work done for one subscriber alone (a page caught up from
     /// the log, and deciding whom it is for): a thousand clients resuming
     /// at once take turns here instead of taking every connection.
     pub solo: Arc<Semaphore>,
+    decide: Arc<OnceLock<Decide>>,
 }
 
-/// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
-const SOLO: usize = 4;
+impl std::fmt::Debug for EventBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventBus")
+            .field("subscribers", &self.subscribers())
+            .field("published", &self.published())
+            .finish_non_exhaustive()
+    }
+}
 
 impl EventBus {
-    /// A bus that buffers up to `capacity` batches for each subscriber.
+    /// A bus that buffers up to `capacity` handed batches per subscription.
     pub fn new(capacity: usize) -> Self {
-        let (sender, _) = broadcast::channel(capacity.max(1));
         let (ended, _) = broadcast::channel(1024);
         Self {
-            sender,
+            registry: Arc::default(),
+            capacity: capacity.max(1),
             published: watch::Sender::new(None),
             wake: Arc::new(Notify::new()),
             ended,
-            watchers: Watchers::default(),
             solo: Arc::new(Semaphore::new(SOLO)),
+            decide: Arc::default(),
         }
+    }
+
+    /// Where the reader starts: the end of the log as it stands, read before
+    /// the server serves, so a subscription always has a position to start
+    /// from (`follow` without a cursor starts at the reader's).
+    pub async fn start_at_end(&self, db: &DatabaseConnection) -> AppResult<()> {
+        let end = log::end(db).await?;
+        self.published.send_replace(Some(end));
+        Ok(())
+    }
+
+    /// Gives the bus the rules that decide whom events are for (once).
+    pub fn set_decide(&self, decide: Decide) {
+        let _ = self.decide.set(decide);
     }
 
     /// Tells this instance's open websockets that sessions are over.
@@ -300,57 +303,99 @@ impl EventBus {
         self.wake.notify_one();
     }
 
-    /// How many subscribers are connected.
+    /// How many subscriptions are open.
     pub fn subscribers(&self) -> usize {
-        self.sender.receiver_count()
+        self.registry.lock().map_or(0, |r| r.count)
     }
 
-    /// The last position the reader published (`None` before its first
+    /// The viewers subscribed now (0: anonymous).
+    pub fn viewers(&self) -> Arc<HashSet<i64>> {
+        let Ok(mut r) = self.registry.lock() else {
+            return Arc::default();
+        };
+        if r.viewers.is_none() {
+            r.viewers = Some(Arc::new(r.by_viewer.keys().copied().collect()));
+        }
+        r.viewers.clone().unwrap_or_default()
+    }
+
+    /// The last position the reader handed out (`None` before its first
     /// read).
     pub fn published(&self) -> Option<Pos> {
         *self.published.borrow()
     }
 
-    /// Publishes a batch to everyone following now. Never blocks.
-    fn publish(&self, batch: Batch) {
-        if let Some(last) = batch.last() {
-            // An error only means nobody is listening.
-            let _ = self.sender.send(Arc::new(batch));
-            self.published.send_replace(Some(last));
+    fn register(&self, viewer: i64) -> (Subscribed, mpsc::Receiver<Handed>, Arc<AtomicBool>) {
+        let (tx, rx) = mpsc::channel(self.capacity);
+        let behind = Arc::new(AtomicBool::new(false));
+        let mut id = 0;
+        if let Ok(mut r) = self.registry.lock() {
+            r.next += 1;
+            r.count += 1;
+            id = r.next;
+            let sub = Sub {
+                id,
+                tx,
+                behind: behind.clone(),
+            };
+            let subs = r.by_viewer.entry(viewer).or_default();
+            subs.push(sub);
+            if subs.len() == 1 {
+                r.viewers = None;
+            }
+        }
+        let subscribed = Subscribed {
+            registry: self.registry.clone(),
+            viewer,
+            id,
+        };
+        (subscribed, rx, behind)
+    }
+
+    /// Hands each subscription what `admitted` says is for its viewer; one
+    /// whose channel is full is marked behind instead.
+    fn hand_out(&self, admitted: &Admitted, events: &[LogEvent]) {
+        let Ok(r) = self.registry.lock() else { return };
+        for viewer in admitted.by_viewer.keys() {
+            let Some(subs) = r.by_viewer.get(viewer) else {
+                continue;
+            };
+            let handed: Handed = Arc::new(admitted.deliveries(*viewer, events));
+            for s in subs {
+                if s.tx.try_send(handed.clone()).is_err() {
+                    s.behind.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Marks every subscription behind (what the reader read could not be
+    /// decided) and wakes them, so each catches up from the log itself.
+    fn all_behind(&self) {
+        let Ok(r) = self.registry.lock() else { return };
+        for s in r.by_viewer.values().flatten() {
+            s.behind.store(true, Ordering::Relaxed);
+            let _ = s.tx.try_send(Arc::default());
         }
     }
 
     /// The reader: from the end of the log as it stands, reads what became
-    /// final, page by page, and publishes it; sleeps `poll` (or until a
-    /// local write wakes it) when there is nothing more. A failed read is
-    /// logged and tried again at the next poll. Runs until `stop` turns true.
+    /// final, page by page, decides whom it is for among the viewers
+    /// subscribed here (nothing to decide when nobody is) and hands it out;
+    /// sleeps `poll` (or until a local write wakes it) when there is nothing
+    /// more. A failed read is logged and tried again at the next poll.
+    /// Runs until `stop` turns true.
     pub async fn run_reader(
         self,
         db: DatabaseConnection,
         settings: ReaderSettings,
         mut stop: watch::Receiver<bool>,
     ) {
-        let mut last = None;
+        let mut last = self.published();
         while !*stop.borrow() {
-            let read = async {
-                let after = match last {
-                    Some(p) => p,
-                    None => log::end(&db).await?,
-                };
-                last = Some(after);
-                log::read_after(&db, after, settings.page).await
-            };
             let mut full = false;
-            match read.await {
-                Ok(events) => {
-                    full = events.len() >= settings.page as usize;
-                    if let Some(pos) = events.last().map(|e| e.pos) {
-                        last = Some(pos);
-                        self.publish(Batch::new(events));
-                    } else if self.published().is_none() {
-                        self.published.send_replace(last);
-                    }
-                }
+            match self.read_once(&db, &mut last, settings.page).await {
+                Ok(n) => full = n >= settings.page as usize,
                 Err(e) => {
                     e.log();
                     tracing::warn!("reading the change log failed; trying again");
@@ -371,120 +416,205 @@ impl EventBus {
         }
     }
 
-    /// Every event after `after` (or, without one, after the reader's
-    /// position now), in order and once each, in batches: first those
-    /// already in the log (read from the table), then live ones. Falling
-    /// behind the bus's buffer costs a read from the table, never an event.
-    /// Ends with `CURSOR_EXPIRED` if events it still had to deliver were
-    /// pruned.
+    /// One page: read, decided, handed out; returns how many events.
+    async fn read_once(
+        &self,
+        db: &DatabaseConnection,
+        last: &mut Option<Pos>,
+        page: u32,
+    ) -> AppResult<usize> {
+        let after = match *last {
+            Some(p) => p,
+            None => log::end(db).await?,
+        };
+        *last = Some(after);
+        let events = log::read_after(db, after, page).await?;
+        let Some(end) = events.last().map(|e| e.pos) else {
+            if self.published().is_none() {
+                self.published.send_replace(Some(after));
+            }
+            return Ok(0);
+        };
+        let viewers = self.viewers();
+        if let (false, Some(decide)) = (viewers.is_empty(), self.decide.get()) {
+            match decide(events.clone(), viewers).await {
+                Ok(admitted) => self.hand_out(&admitted, &events),
+                Err(e) => {
+                    e.log();
+                    self.all_behind();
+                }
+            }
+        }
+        *last = Some(end);
+        self.published.send_replace(Some(end));
+        Ok(events.len())
+    }
+
+    /// What `viewer` hears of after `after` (or, without one, after the
+    /// reader's position now), in order and once each: first what is in the
+    /// log already (read from the table, decided for this viewer alone),
+    /// then what the reader hands out. Falling behind costs a read from the
+    /// table, never an event. Ends with `CURSOR_EXPIRED` if events it still
+    /// had to deliver were pruned, or with the error of a failed read.
     pub fn follow(
         &self,
         db: DatabaseConnection,
+        viewer: i64,
         after: Option<Pos>,
         page: u32,
-    ) -> impl Stream<Item = AppResult<Arc<Batch>>> + Send + use<> {
-        let mut live = self.sender.subscribe();
-        // Read after subscribing: nothing published from here on is missed.
+    ) -> impl Stream<Item = AppResult<Delivery>> + Send + use<> {
+        let (subscribed, mut handed, behind) = self.register(viewer);
+        // Read after registering: from here on the reader hands this
+        // subscription what is for it; what it decided just before is read
+        // from the table below.
         let start = after.or_else(|| self.published());
         let solo = self.solo.clone();
+        let decide = self.decide.clone();
         async_stream::stream! {
-            let mut last = start;
-            let mut behind = after.is_some();
-            'follow: loop {
-                // Page by page from the table: memory stays one page.
-                while behind {
-                    let Some(from) = last else { break 'follow };
+            let _subscribed = subscribed;
+            let mut last = match start {
+                Some(p) => p,
+                None => match log::end(&db).await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        yield Err(e);
+                        return;
+                    }
+                },
+            };
+            let Some(decide) = decide.get().cloned() else {
+                yield Err(AppError::internal("following the change log", "no rules to decide with"));
+                return;
+            };
+            let alone = Arc::new(HashSet::from([viewer]));
+            let mut catching_up = true;
+            loop {
+                while catching_up {
+                    behind.store(false, Ordering::Relaxed);
                     let turn = solo.acquire().await;
-                    let read = catch_up_page(&db, from, page).await;
-                    drop(turn);
-                    match read {
-                        Ok((batch, more)) => {
-                            behind = more;
-                            if let Some(batch) = batch {
-                                last = batch.last();
-                                yield Ok(Arc::new(batch));
-                            }
-                        }
+                    let read = catch_up_page(&db, last, page).await;
+                    let (events, more) = match read {
+                        Ok(read) => read,
                         Err(e) => {
                             yield Err(e);
-                            break 'follow;
+                            return;
                         }
+                    };
+                    let Some(end) = events.last().map(|e| e.pos) else {
+                        break;
+                    };
+                    let admitted = match decide(events.clone(), alone.clone()).await {
+                        Ok(admitted) => admitted,
+                        Err(e) => {
+                            yield Err(e);
+                            return;
+                        }
+                    };
+                    drop(turn);
+                    for d in admitted.deliveries(viewer, &events) {
+                        yield Ok(d);
+                    }
+                    last = end;
+                    catching_up = more;
+                }
+                let Some(batch) = handed.recv().await else { return };
+                for d in batch.iter() {
+                    // What was read from the table already is not repeated.
+                    if d.event.pos > last {
+                        last = d.event.pos;
+                        yield Ok(d.clone());
                     }
                 }
-                match live.recv().await {
-                    Ok(batch) => {
-                        let Some(end) = batch.last() else { continue };
-                        match last {
-                            // Already delivered (read from the table).
-                            Some(l) if end <= l => continue,
-                            Some(l) if batch.events[0].pos <= l => {
-                                let rest = batch.events.iter().filter(|e| e.pos > l).cloned().collect();
-                                last = Some(end);
-                                yield Ok(Arc::new(Batch::private(rest)));
-                            }
-                            _ => {
-                                last = Some(end);
-                                yield Ok(batch);
-                            }
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Lagged(skipped)) => {
-                        tracing::debug!(skipped, "a slow subscriber catches up from the log");
-                        behind = true;
-                        if last.is_none() {
-                            // Nothing delivered yet: from where the reader started.
-                            match log::end(&db).await {
-                                Ok(end) => last = Some(end),
-                                Err(e) => {
-                                    yield Err(e);
-                                    break 'follow;
-                                }
-                            }
-                        }
-                    }
-                    Err(broadcast::error::RecvError::Closed) => break,
+                if behind.load(Ordering::Relaxed) {
+                    tracing::debug!("a slow subscriber catches up from the log");
+                    catching_up = true;
                 }
             }
         }
     }
 }
 
-/// One page of the final events after `from` (`None` when there are none)
-/// and whether there may be more; `CURSOR_EXPIRED` if events after `from`
-/// were pruned (before or while reading).
+/// One page of the final events after `from`, and whether there may be
+/// more; `CURSOR_EXPIRED` if events after `from` were pruned (before or
+/// while reading).
 async fn catch_up_page(
     db: &DatabaseConnection,
     from: Pos,
     page: u32,
-) -> AppResult<(Option<Batch>, bool)> {
+) -> AppResult<(Vec<LogEvent>, bool)> {
     let events = log::read_after(db, from, page).await?;
     if log::pruned(db).await? > from {
         return Err(AppError::cursor_expired());
     }
     let more = events.len() >= page as usize;
-    Ok(((!events.is_empty()).then(|| Batch::private(events)), more))
+    Ok((events, more))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn event(subject: i64) -> LogEvent {
+        LogEvent {
+            pos: Pos {
+                tx: subject,
+                seq: subject,
+            },
+            kind: Kind::StatusCreated,
+            subject,
+            author: 1,
+            audience: "PUBLIC".into(),
+            viewer: None,
+        }
+    }
+
     #[test]
-    fn watchers_count_subscriptions() {
-        let w = Watchers::default();
-        let a = w.watch(5);
-        let b = w.watch(5);
-        let c = w.watch(0);
-        let mut v: Vec<i64> = w.viewers().iter().copied().collect();
+    fn subscriptions_register_and_leave() {
+        let bus = EventBus::new(4);
+        let a = bus.register(5);
+        let b = bus.register(5);
+        let c = bus.register(0);
+        let mut v: Vec<i64> = bus.viewers().iter().copied().collect();
         v.sort_unstable();
         assert_eq!(v, vec![0, 5]);
-        let same = w.viewers();
-        assert!(Arc::ptr_eq(&same, &w.viewers()), "made once per change");
+        assert_eq!(bus.subscribers(), 3);
+        assert!(
+            Arc::ptr_eq(&bus.viewers(), &bus.viewers()),
+            "made once per change"
+        );
         drop(a);
         drop(c);
-        assert_eq!(*w.viewers(), HashSet::from([5]));
+        assert_eq!(*bus.viewers(), HashSet::from([5]));
         drop(b);
-        assert!(w.viewers().is_empty());
+        assert!(bus.viewers().is_empty());
+        assert_eq!(bus.subscribers(), 0);
+    }
+
+    #[test]
+    fn each_subscription_is_handed_only_its_own_and_a_full_one_is_marked_behind() {
+        let bus = EventBus::new(1);
+        let (_a, mut to_a, a_behind) = bus.register(5);
+        let (_b, mut to_b, _) = bus.register(6);
+        let events = vec![event(1), event(2)];
+        let admitted = Admitted {
+            by_viewer: HashMap::from([(5, vec![(0, true), (1, false)])]),
+            ..Admitted::default()
+        };
+        bus.hand_out(&admitted, &events);
+        let got = to_a.try_recv().unwrap();
+        assert_eq!(
+            got.iter().map(|d| d.event.subject).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        assert!(got[0].in_friends && !got[1].in_friends);
+        assert!(
+            to_b.try_recv().is_err(),
+            "nothing for 6, not even a wake-up"
+        );
+        bus.hand_out(&admitted, &events);
+        assert!(!a_behind.load(Ordering::Relaxed));
+        bus.hand_out(&admitted, &events);
+        assert!(a_behind.load(Ordering::Relaxed), "the channel was full");
     }
 
     #[test]

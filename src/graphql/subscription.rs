@@ -3,14 +3,12 @@
 //! made through any instance.
 //!
 //! Whom an event is for is decided by the domain (`domain::live`, built on
-//! the rules every query uses), once per batch for all the viewers
-//! subscribed on this instance; a subscriber that joined after that, or
-//! that is catching up from the log, is decided for alone.
-
-use std::sync::Arc;
+//! the rules every query uses), once per page of the log for all the
+//! viewers subscribed on this instance, or for one subscriber alone while
+//! it catches up; each subscription is handed only what is for it.
 
 use async_graphql::{Context, Result, Subscription};
-use futures_util::{Stream, StreamExt, stream};
+use futures_util::{Stream, StreamExt};
 
 use super::types::{
     LiveEvent, Moment, MomentCreatedEvent, MomentDeletedEvent, MomentRestoredEvent, Scope, Status,
@@ -19,9 +17,8 @@ use super::types::{
 use super::{app, viewer};
 use crate::cursor::{CursorKind, Key, List};
 use crate::domain::{Scope as DomainScope, live};
-use crate::entity::{moment, status};
 use crate::error::{AppError, AppResult};
-use crate::events::{Admitted, Batch, Kind, LogEvent, Pos, log};
+use crate::events::{Delivery, Kind, Pos, log};
 use crate::state::AppState;
 
 /// The subscription root.
@@ -36,10 +33,10 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
     ) -> Result<impl Stream<Item = Status> + use<>> {
-        let heard = hear(ctx, scope, None).await?;
+        let heard = hear(ctx, scope, None)?;
         Ok(heard.filter_map(|heard| async move {
             match heard {
-                Ok(Heard {
+                Ok(Delivery {
                     event,
                     status: Some(status),
                     ..
@@ -76,12 +73,12 @@ impl SubscriptionRoot {
             }
             None => None,
         };
-        let heard = hear(ctx, scope, after).await?;
+        let heard = hear(ctx, scope, after)?;
         Ok(heard.filter_map(move |heard| {
-            let app = app.clone();
+            let event = heard.map(|d| live_event(d, &app));
             async move {
-                match heard {
-                    Ok(heard) => heard.into_event(&app).map(Ok),
+                match event {
+                    Ok(event) => event.map(Ok),
                     Err(e) => Some(Err(e.into())),
                 }
             }
@@ -89,138 +86,68 @@ impl SubscriptionRoot {
     }
 }
 
-/// An event a subscriber hears of, with what it shows.
-struct Heard {
-    event: LogEvent,
-    status: Option<Arc<status::Model>>,
-    moment: Option<Arc<moment::Model>>,
+/// An event as the `events` subscription sends it (`None` when what it
+/// shows was gone by the time it was read).
+fn live_event(d: Delivery, app: &AppState) -> Option<LiveEvent> {
+    let Pos { tx, seq } = d.event.pos;
+    let cursor = app
+        .cursors
+        .encode(List(CursorKind::Event, 0), Key { ts: tx, id: seq });
+    let subject = id(d.event.subject);
+    let author_id = id(d.event.author);
+    Some(match d.event.kind {
+        Kind::StatusCreated => LiveEvent::StatusCreated(StatusCreatedEvent {
+            cursor,
+            status: Status(d.status?),
+        }),
+        Kind::StatusSeen => LiveEvent::StatusSeen(StatusSeenEvent {
+            cursor,
+            status: Status(d.status?),
+        }),
+        Kind::StatusDeleted => LiveEvent::StatusDeleted(StatusDeletedEvent {
+            cursor,
+            status_id: subject,
+            author_id,
+        }),
+        Kind::MomentCreated => LiveEvent::MomentCreated(MomentCreatedEvent {
+            cursor,
+            moment: Moment(d.moment?),
+        }),
+        Kind::MomentRestored => LiveEvent::MomentRestored(MomentRestoredEvent {
+            cursor,
+            moment: Moment(d.moment?),
+        }),
+        Kind::MomentDeleted => LiveEvent::MomentDeleted(MomentDeletedEvent {
+            cursor,
+            moment_id: subject,
+            author_id,
+        }),
+    })
 }
 
-impl Heard {
-    fn into_event(self, app: &AppState) -> Option<LiveEvent> {
-        let Pos { tx, seq } = self.event.pos;
-        let cursor = app
-            .cursors
-            .encode(List(CursorKind::Event, 0), Key { ts: tx, id: seq });
-        let subject = id(self.event.subject);
-        let author_id = id(self.event.author);
-        Some(match self.event.kind {
-            Kind::StatusCreated => LiveEvent::StatusCreated(StatusCreatedEvent {
-                cursor,
-                status: Status(self.status?),
-            }),
-            Kind::StatusSeen => LiveEvent::StatusSeen(StatusSeenEvent {
-                cursor,
-                status: Status(self.status?),
-            }),
-            Kind::StatusDeleted => LiveEvent::StatusDeleted(StatusDeletedEvent {
-                cursor,
-                status_id: subject,
-                author_id,
-            }),
-            Kind::MomentCreated => LiveEvent::MomentCreated(MomentCreatedEvent {
-                cursor,
-                moment: Moment(self.moment?),
-            }),
-            Kind::MomentRestored => LiveEvent::MomentRestored(MomentRestoredEvent {
-                cursor,
-                moment: Moment(self.moment?),
-            }),
-            Kind::MomentDeleted => LiveEvent::MomentDeleted(MomentDeletedEvent {
-                cursor,
-                moment_id: subject,
-                author_id,
-            }),
-        })
-    }
-}
-
-/// The events after `after` (or from now) that the viewer hears of in
-/// `scope`, in order; an error ends the stream (a client resumes from its
-/// last cursor).
-async fn hear(
+/// What the viewer hears of after `after` (or from now) in `scope`, in
+/// order; an error ends the stream (a client resumes from its last cursor).
+fn hear(
     ctx: &Context<'_>,
     scope: Option<Scope>,
     after: Option<Pos>,
-) -> Result<impl Stream<Item = AppResult<Heard>> + use<>> {
-    let app = app(ctx)?.clone();
+) -> Result<impl Stream<Item = AppResult<Delivery>> + use<>> {
+    let app = app(ctx)?;
     let scope = DomainScope::from(scope);
     let viewer = viewer(ctx).id();
     if scope == DomainScope::Friends && viewer.is_none() {
         return Err(AppError::sign_in_required().into());
     }
-    let me = viewer.unwrap_or(0);
-    let watching = app.events.watchers.watch(me);
-    let batches = app
-        .events
-        .follow(app.log_db.clone(), after, app.config.ws.event_page);
-    Ok(batches
-        .then(move |batch| {
-            let app = app.clone();
-            // Held as long as the stream: this viewer counts as subscribed.
-            let _ = &watching;
-            async move {
-                let heard = match batch {
-                    Ok(batch) => admitted_to(&app, &batch, me, scope).await,
-                    Err(e) => Err(e),
-                };
-                match heard {
-                    Ok(heard) => stream::iter(heard.into_iter().map(Ok)).left_stream(),
-                    Err(e) => stream::iter([Err(e)]).right_stream(),
-                }
-            }
-        })
-        .flatten()
-        .scan(false, |failed, item| {
-            // Nothing after an error: the client resumes from its cursor.
-            let out = (!*failed).then_some(item);
-            if matches!(out, Some(Err(_))) {
-                *failed = true;
-            }
-            async move { out }
-        }))
-}
-
-/// The events of `batch` that `me` hears of in `scope`: decided once for
-/// everyone subscribed here, or for `me` alone if they were not among them.
-async fn admitted_to(
-    app: &AppState,
-    batch: &Batch,
-    me: i64,
-    scope: DomainScope,
-) -> AppResult<Vec<Heard>> {
-    let now = app.clock.now();
-    let shared = if batch.is_shared() {
-        let shared = batch
-            .admitted(|| async {
-                let viewers = app.events.watchers.viewers();
-                live::admit(&app.db, &batch.events, viewers, now).await
-            })
-            .await?;
-        shared.asked.contains(&me).then_some(shared)
-    } else {
-        None
-    };
-    let alone;
-    let admitted: &Admitted = match shared {
-        Some(shared) => shared,
-        None => {
-            // Work for this subscriber alone takes its turn.
-            let _turn = app.events.solo.acquire().await;
-            let me_alone = Arc::new(std::collections::HashSet::from([me]));
-            alone = live::admit(&app.db, &batch.events, me_alone, now).await?;
-            &alone
-        }
-    };
-    let mine = admitted.by_viewer.get(&me).map_or(&[][..], Vec::as_slice);
-    Ok(mine
-        .iter()
-        .filter(|&&(_, in_friends)| live::in_scope(scope, in_friends))
-        .filter_map(|&(i, _)| batch.events.get(i))
-        .map(|event| Heard {
-            event: event.clone(),
-            status: admitted.statuses.get(&event.subject).cloned(),
-            moment: admitted.moments.get(&event.subject).cloned(),
-        })
-        .collect())
+    let deliveries = app.events.follow(
+        app.log_db.clone(),
+        viewer.unwrap_or(0),
+        after,
+        app.config.ws.event_page,
+    );
+    Ok(deliveries.filter(move |d| {
+        let keep = d
+            .as_ref()
+            .map_or(true, |d| live::in_scope(scope, d.in_friends));
+        async move { keep }
+    }))
 }

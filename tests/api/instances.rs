@@ -1,7 +1,9 @@
 //! Several instances as one (PostgreSQL, media in S3): three `ephemera`
 //! processes on one database and one S3 server. A subscriber on each hears
-//! every status posted through any of them, once, in order; a client resumes
-//! on another instance than the one it left; no two live instances hold the
+//! every status posted through any of them, once, in order; a transaction
+//! that commits after later ones is delivered in its place by every
+//! instance, not skipped; a client resumes on another instance than the one
+//! it left; no two live instances hold the
 //! same node id, and a dead one's is taken over only after its lease; and an
 //! instance killed with `kill -9` in the middle of a status purge, a moment
 //! purge or a media round leaves work the others finish, with nothing lost,
