@@ -190,6 +190,7 @@ type Handed = Arc<Vec<Delivery>>;
 /// One subscription, as the reader sees it.
 #[derive(Debug)]
 struct Sub {
+    /// Also its place in registration order.
     id: u64,
     tx: mpsc::Sender<Handed>,
     /// Set when something could not be handed to it (its channel was full):
@@ -205,6 +206,14 @@ struct Registry {
     by_viewer: HashMap<i64, Vec<Sub>>,
     /// The set of viewers, made once after each change.
     viewers: Option<Arc<HashSet<i64>>>,
+}
+
+/// The viewers subscribed at one moment, and the last subscription
+/// registered by then.
+#[derive(Clone, Debug, Default)]
+struct Snapshot {
+    viewers: Arc<HashSet<i64>>,
+    upto: u64,
 }
 
 /// A subscription's place in the registry; leaves it when dropped.
@@ -310,13 +319,20 @@ impl EventBus {
 
     /// The viewers subscribed now (0: anonymous).
     pub fn viewers(&self) -> Arc<HashSet<i64>> {
+        self.snapshot().viewers
+    }
+
+    fn snapshot(&self) -> Snapshot {
         let Ok(mut r) = self.registry.lock() else {
-            return Arc::default();
+            return Snapshot::default();
         };
         if r.viewers.is_none() {
             r.viewers = Some(Arc::new(r.by_viewer.keys().copied().collect()));
         }
-        r.viewers.clone().unwrap_or_default()
+        Snapshot {
+            viewers: r.viewers.clone().unwrap_or_default(),
+            upto: r.next,
+        }
     }
 
     /// The last position the reader handed out (`None` before its first
@@ -353,8 +369,10 @@ impl EventBus {
     }
 
     /// Hands each subscription what `admitted` says is for its viewer; one
-    /// whose channel is full is marked behind instead.
-    fn hand_out(&self, admitted: &Admitted, events: &[LogEvent]) {
+    /// whose channel is full is marked behind instead. A subscription that
+    /// registered after the viewers were taken (`upto`) may not be in the
+    /// decision: it is marked behind too, and reads this page from the log.
+    fn hand_out(&self, admitted: &Admitted, events: &[LogEvent], upto: u64) {
         let Ok(r) = self.registry.lock() else { return };
         for viewer in admitted.by_viewer.keys() {
             let Some(subs) = r.by_viewer.get(viewer) else {
@@ -365,6 +383,12 @@ impl EventBus {
                 if s.tx.try_send(handed.clone()).is_err() {
                     s.behind.store(true, Ordering::Relaxed);
                 }
+            }
+        }
+        if r.next > upto {
+            for s in r.by_viewer.values().flatten().filter(|s| s.id > upto) {
+                s.behind.store(true, Ordering::Relaxed);
+                let _ = s.tx.try_send(Arc::default());
             }
         }
     }
@@ -435,15 +459,17 @@ impl EventBus {
             }
             return Ok(0);
         };
-        let viewers = self.viewers();
-        if let (false, Some(decide)) = (viewers.is_empty(), self.decide.get()) {
-            match decide(events.clone(), viewers).await {
-                Ok(admitted) => self.hand_out(&admitted, &events),
+        let Snapshot { viewers, upto } = self.snapshot();
+        match self.decide.get() {
+            Some(decide) if !viewers.is_empty() => match decide(events.clone(), viewers).await {
+                Ok(admitted) => self.hand_out(&admitted, &events, upto),
                 Err(e) => {
                     e.log();
                     self.all_behind();
                 }
-            }
+            },
+            // Nobody to decide for (but whoever subscribed meanwhile).
+            _ => self.hand_out(&Admitted::default(), &events, upto),
         }
         *last = Some(end);
         self.published.send_replace(Some(end));
@@ -464,9 +490,8 @@ impl EventBus {
         page: u32,
     ) -> impl Stream<Item = AppResult<Delivery>> + Send + use<> {
         let (subscribed, mut handed, behind) = self.register(viewer);
-        // Read after registering: from here on the reader hands this
-        // subscription what is for it; what it decided just before is read
-        // from the table below.
+        // Read after registering: every page the reader hands out from here
+        // on either includes this subscription or marks it behind.
         let start = after.or_else(|| self.published());
         let solo = self.solo.clone();
         let decide = self.decide.clone();
@@ -487,7 +512,10 @@ impl EventBus {
                 return;
             };
             let alone = Arc::new(HashSet::from([viewer]));
-            let mut catching_up = true;
+            // From a cursor: what is in the log after it first. Without one,
+            // the reader hands out what comes (or marks it behind, if it
+            // decided a page without it).
+            let mut catching_up = after.is_some();
             loop {
                 while catching_up {
                     behind.store(false, Ordering::Relaxed);
@@ -600,7 +628,8 @@ mod tests {
             by_viewer: HashMap::from([(5, vec![(0, true), (1, false)])]),
             ..Admitted::default()
         };
-        bus.hand_out(&admitted, &events);
+        let upto = bus.snapshot().upto;
+        bus.hand_out(&admitted, &events, upto);
         let got = to_a.try_recv().unwrap();
         assert_eq!(
             got.iter().map(|d| d.event.subject).collect::<Vec<_>>(),
@@ -611,10 +640,15 @@ mod tests {
             to_b.try_recv().is_err(),
             "nothing for 6, not even a wake-up"
         );
-        bus.hand_out(&admitted, &events);
+        bus.hand_out(&admitted, &events, upto);
         assert!(!a_behind.load(Ordering::Relaxed));
-        bus.hand_out(&admitted, &events);
+        bus.hand_out(&admitted, &events, upto);
         assert!(a_behind.load(Ordering::Relaxed), "the channel was full");
+        // One that subscribed after the viewers were taken is marked behind.
+        let (_c, mut to_c, c_behind) = bus.register(5);
+        bus.hand_out(&Admitted::default(), &events, upto);
+        assert!(c_behind.load(Ordering::Relaxed));
+        assert!(to_c.try_recv().is_ok(), "woken to catch up");
     }
 
     #[test]
