@@ -560,8 +560,8 @@ pub struct WsConfig {
     )]
     pub max_sockets_per_address: usize,
 
-    /// Batches of events the bus keeps for subscribers that fall behind;
-    /// one further behind catches up from the change log (nothing is skipped).
+    /// Pages of events buffered per subscription; one whose buffer is full
+    /// catches up from the change log (nothing is skipped).
     #[arg(long, env = "EPHEMERA_EVENT_BUFFER", default_value_t = 256)]
     pub event_buffer: usize,
 
