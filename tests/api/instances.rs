@@ -91,9 +91,8 @@ async fn three_instances_deliver_every_status_to_every_subscriber_once_in_order(
 /// skips it, and each delivers it before the posts that came after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_commit_is_delivered_in_its_place_by_every_instance() {
-    use ephemera::events::Kind;
-    use ephemera::events::log::{self, Change};
-    use sea_orm::{ConnectionTrait, TransactionTrait};
+    use crate::support::write_logged_status;
+    use sea_orm::TransactionTrait;
 
     let cluster = Cluster::new().await;
     let mut instances = Vec::new();
@@ -110,21 +109,7 @@ async fn a_late_commit_is_delivered_in_its_place_by_every_instance() {
     let now = chrono::Utc::now().timestamp_millis();
     let late_id: i64 = 9_000_000_001;
     let txn = cluster.db.begin().await.unwrap();
-    txn.execute_unprepared(&format!(
-        "INSERT INTO statuses (id, author_id, caption, created_at, expires_at, audience) \
-         VALUES ({late_id}, {author_id}, 'late', {now}, {}, 'PUBLIC')",
-        now + 3_600_000
-    ))
-    .await
-    .unwrap();
-    let change = Change {
-        kind: Kind::StatusCreated,
-        subject: late_id,
-        author: author_id,
-        audience: "PUBLIC".into(),
-        viewer: None,
-    };
-    log::record(&txn, &[change], now).await.unwrap();
+    write_logged_status(&txn, late_id, author_id, now).await;
     // Posts through each instance commit while it is open.
     let mut after = Vec::new();
     for i in &instances {

@@ -7,15 +7,15 @@
 
 use std::time::Duration;
 
-use ephemera::events::log::{self, Change};
-use ephemera::events::{Kind, Pos};
+use ephemera::events::Pos;
+use ephemera::events::log;
 use ephemera::ids::NodeLease;
 use futures_util::StreamExt;
-use sea_orm::{ConnectionTrait, Database, TransactionTrait};
+use sea_orm::{Database, TransactionTrait};
 use serde_json::{Value, json};
 
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{Backend, TestApp, TestUser};
+use crate::support::{Backend, TestApp, TestUser, write_logged_status};
 use crate::{both_backends, both_backends_with};
 
 both_backends!(
@@ -450,29 +450,10 @@ async fn out_of_order_commits_are_not_skipped() {
     app.wait_for_metric("ephemera_subscribers", 2).await;
     let conn = Database::connect(&app.database_url).await.unwrap();
     let now = app.clock.now();
-    let write = |txn: sea_orm::DatabaseTransaction, caption: &'static str| {
-        let id = app.state.ids.next_id();
-        async move {
-            txn.execute_unprepared(&format!(
-                "INSERT INTO statuses (id, author_id, caption, created_at, expires_at, audience) \
-                 VALUES ({id}, {author_id}, '{caption}', {now}, {}, 'PUBLIC')",
-                now + 3_600_000
-            ))
-            .await
-            .unwrap();
-            let change = Change {
-                kind: Kind::StatusCreated,
-                subject: id,
-                author: author_id,
-                audience: "PUBLIC".into(),
-                viewer: None,
-            };
-            log::record(&txn, &[change], now).await.unwrap();
-            (txn, id)
-        }
-    };
-    let (first, first_id) = write(conn.begin().await.unwrap(), "first").await;
-    let (second, second_id) = write(conn.begin().await.unwrap(), "second").await;
+    let (first, first_id) = (conn.begin().await.unwrap(), app.state.ids.next_id());
+    write_logged_status(&first, first_id, author_id, now).await;
+    let (second, second_id) = (conn.begin().await.unwrap(), app.state.ids.next_id());
+    write_logged_status(&second, second_id, author_id, now).await;
     second.commit().await.unwrap();
     // Committed, but behind one still open: held back, not skipped past.
     assert!(silent(&mut ws, Duration::from_millis(800)).await);

@@ -430,6 +430,33 @@ fn replace_db_name(url: &str, name: &str) -> String {
     format!("{base}/{name}")
 }
 
+/// Writes a PUBLIC status and its change-log event in `txn` (left open,
+/// for a test of transactions that commit out of order).
+pub async fn write_logged_status(
+    txn: &sea_orm::DatabaseTransaction,
+    id: i64,
+    author: i64,
+    now: i64,
+) {
+    use ephemera::events::Kind;
+    use ephemera::events::log::{self, Change};
+    txn.execute_unprepared(&format!(
+        "INSERT INTO statuses (id, author_id, caption, created_at, expires_at, audience) \
+         VALUES ({id}, {author}, 'held', {now}, {}, 'PUBLIC')",
+        now + 3_600_000
+    ))
+    .await
+    .expect("insert a status");
+    let change = Change {
+        kind: Kind::StatusCreated,
+        subject: id,
+        author,
+        audience: "PUBLIC".into(),
+        viewer: None,
+    };
+    log::record(txn, &[change], now).await.expect("log it");
+}
+
 /// A fresh PostgreSQL database for one test: its URL and name.
 pub async fn create_pg_database() -> (String, String) {
     let admin = pg_admin_url();
