@@ -4,6 +4,10 @@
 //! at once: each leases one from the database ([`NodeLease`]: the lowest id
 //! whose lease is free or expired, renewed while the instance lives,
 //! released when it stops), unless `EPHEMERA_NODE_ID` names one by hand.
+//! An instance that could not renew for longer than the lease (cut off from
+//! the database, while others were not) finds the lease taken at its next
+//! renewal and leases another; meanwhile its own writes fail with the
+//! database unreachable, so ids it made in that window are not stored.
 //!
 //! Where an id must not be guessable from its neighbours (a location, whose
 //! id a snowflake would put next to the moment that made it), [`random_id`]
