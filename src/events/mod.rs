@@ -529,6 +529,7 @@ impl EventBus {
                         }
                     };
                     let Some(end) = events.last().map(|e| e.pos) else {
+                        catching_up = false;
                         break;
                     };
                     let admitted = match decide(events.clone(), alone.clone()).await {
