@@ -179,7 +179,7 @@ pub struct ReaderSettings {
 }
 
 /// The least time between two reads woken by local writes.
-const WAKE_GAP: Duration = Duration::from_millis(10);
+const WAKE_GAP: Duration = Duration::from_millis(50);
 
 /// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
 const SOLO: usize = 4;
