@@ -7,7 +7,8 @@
 //! makes it ([`log::record`]), whichever instance took it. One reader per
 //! instance ([`EventBus::run_reader`]) polls the table for what became
 //! final after the last position it read (an index probe per poll, ten a
-//! second; a local write wakes it at once). For each page it asks the
+//! second; a local write wakes it sooner, at most once per 50 ms, so that
+//! writes close together are read, and decided, together). For each page it asks the
 //! domain's rules once whom each event is for among the viewers subscribed
 //! here (the [`Decide`] the wiring gives it), then hands each subscription
 //! only what is for it, on a bounded channel of its own: a subscriber that
