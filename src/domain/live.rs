@@ -39,17 +39,10 @@ pub async fn admit<C: ConnectionTrait>(
     now: Millis,
 ) -> AppResult<Admitted> {
     let viewers: Vec<i64> = asked.iter().copied().collect();
-    let ids = |kinds: &[Kind]| -> Vec<i64> {
-        let set: HashSet<i64> = events
-            .iter()
-            .filter(|e| kinds.contains(&e.kind))
-            .map(|e| e.subject)
-            .collect();
-        set.into_iter().collect()
-    };
-    let created = ids(&[Kind::StatusCreated]);
-    let seen = ids(&[Kind::StatusSeen]);
-    let moments = ids(&[Kind::MomentCreated, Kind::MomentRestored]);
+    let every = vec![true; events.len()];
+    let created = subjects(events, &every, &[Kind::StatusCreated]);
+    let seen = subjects(events, &every, &[Kind::StatusSeen]);
+    let moments = subjects(events, &every, &[Kind::MomentCreated, Kind::MomentRestored]);
     let pairs = |moment: bool| -> Vec<(i64, String)> {
         let set: HashSet<(i64, String)> = events
             .iter()
@@ -105,16 +98,7 @@ pub async fn admit<C: ConnectionTrait>(
         events.sort_unstable();
     }
     // The rows shown, once for everyone: only those someone hears of.
-    let shown = |kinds: &[Kind]| -> Vec<i64> {
-        let set: HashSet<i64> = events
-            .iter()
-            .zip(&heard)
-            .filter(|(e, heard)| kinds.contains(&e.kind) && **heard)
-            .map(|(e, _)| e.subject)
-            .collect();
-        set.into_iter().collect()
-    };
-    let statuses = shown(&[Kind::StatusCreated, Kind::StatusSeen]);
+    let statuses = subjects(events, &heard, &[Kind::StatusCreated, Kind::StatusSeen]);
     if !statuses.is_empty() {
         let rows: Vec<status_row::Model> = db::fetch_all(
             db,
@@ -125,7 +109,7 @@ pub async fn admit<C: ConnectionTrait>(
         .await?;
         admitted.statuses = rows.into_iter().map(|s| (s.id, Arc::new(s))).collect();
     }
-    let moments = shown(&[Kind::MomentCreated, Kind::MomentRestored]);
+    let moments = subjects(events, &heard, &[Kind::MomentCreated, Kind::MomentRestored]);
     if !moments.is_empty() {
         let rows: Vec<moment_row::Model> = db::fetch_all(
             db,
@@ -141,8 +125,20 @@ pub async fn admit<C: ConnectionTrait>(
     Ok(admitted)
 }
 
-/// Whether a viewer with this verdict (`Some(in_friends)`) hears of an
-/// event through a subscription of `scope`.
+/// The distinct subjects of the events of `kinds` that `keep` (by index)
+/// keeps.
+fn subjects(events: &[LogEvent], keep: &[bool], kinds: &[Kind]) -> Vec<i64> {
+    let set: HashSet<i64> = events
+        .iter()
+        .zip(keep)
+        .filter(|(e, keep)| **keep && kinds.contains(&e.kind))
+        .map(|(e, _)| e.subject)
+        .collect();
+    set.into_iter().collect()
+}
+
+/// Whether a viewer who hears of an event (`in_friends`: its author is the
+/// viewer or a friend) hears of it through a subscription of `scope`.
 pub fn in_scope(scope: Scope, in_friends: bool) -> bool {
     scope == Scope::Everyone || in_friends
 }

@@ -203,7 +203,6 @@ struct Sub {
 #[derive(Debug, Default)]
 struct Registry {
     next: u64,
-    count: usize,
     by_viewer: HashMap<i64, Vec<Sub>>,
     /// The set of viewers, made once after each change.
     viewers: Option<Arc<HashSet<i64>>>,
@@ -227,15 +226,14 @@ struct Subscribed {
 
 impl Drop for Subscribed {
     fn drop(&mut self) {
-        if let Ok(mut r) = self.registry.lock() {
-            if let Some(subs) = r.by_viewer.get_mut(&self.viewer) {
-                subs.retain(|s| s.id != self.id);
-                if subs.is_empty() {
-                    r.by_viewer.remove(&self.viewer);
-                    r.viewers = None;
-                }
+        if let Ok(mut r) = self.registry.lock()
+            && let Some(subs) = r.by_viewer.get_mut(&self.viewer)
+        {
+            subs.retain(|s| s.id != self.id);
+            if subs.is_empty() {
+                r.by_viewer.remove(&self.viewer);
+                r.viewers = None;
             }
-            r.count = r.count.saturating_sub(1);
         }
     }
 }
@@ -315,7 +313,9 @@ impl EventBus {
 
     /// How many subscriptions are open.
     pub fn subscribers(&self) -> usize {
-        self.registry.lock().map_or(0, |r| r.count)
+        self.registry
+            .lock()
+            .map_or(0, |r| r.by_viewer.values().map(Vec::len).sum())
     }
 
     /// The viewers subscribed now (0: anonymous).
@@ -348,7 +348,6 @@ impl EventBus {
         let mut id = 0;
         if let Ok(mut r) = self.registry.lock() {
             r.next += 1;
-            r.count += 1;
             id = r.next;
             let sub = Sub {
                 id,
