@@ -65,7 +65,7 @@ pub struct Cursors {
 impl Cursors {
     pub fn new(secret: &[u8]) -> Self {
         Self {
-            signer: Signer::new("cursor v1", secret),
+            signer: Signer::new("cursor v1", secret, MAC_LEN),
         }
     }
 
@@ -82,7 +82,7 @@ impl Cursors {
         raw.push(kind as u8);
         raw.extend_from_slice(&key.ts.to_be_bytes());
         raw.extend_from_slice(&key.id.to_be_bytes());
-        let tag = self.signer.tag(&Self::signed(&raw, owner), MAC_LEN);
+        let tag = self.signer.tag(&Self::signed(&raw, owner));
         raw.extend_from_slice(&tag);
         URL_SAFE_NO_PAD.encode(raw)
     }

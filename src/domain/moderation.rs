@@ -356,11 +356,26 @@ pub async fn suspend(
             .push(", suspension_reason = ")
             .bind(reason.clone())
             .push(" WHERE id = ")
-            .bind(user),
+            .bind(user)
+            .push(" AND NOT is_moderator"),
     )
     .await?;
     if changed == 0 {
-        return Err(AppError::not_found("user not found"));
+        #[derive(sea_orm::FromQueryResult)]
+        struct Role {
+            is_moderator: bool,
+        }
+        let role: Option<Role> = db::fetch_one(
+            &txn,
+            Sql::new("SELECT is_moderator FROM users WHERE id = ").bind(user),
+        )
+        .await?;
+        return Err(match role {
+            Some(Role { is_moderator: true }) => AppError::forbidden(
+                "a moderator cannot be suspended; revoke the role first (ephemera users revoke-moderator)",
+            ),
+            _ => AppError::not_found("user not found"),
+        });
     }
     let sessions = super::session::end_all(&txn, user).await?;
     notify(&txn, ids, user, SubjectKind::User, user, &reason, now).await?;

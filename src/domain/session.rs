@@ -36,6 +36,80 @@ pub async fn start<C: ConnectionTrait>(
     Ok(id)
 }
 
+/// What a sign-in saw of an account when it checked the password.
+pub struct Checked<'a> {
+    pub user: i64,
+    /// The hash the password was verified against.
+    pub password_hash: &'a str,
+}
+
+/// Why [`start_checked`] started no session.
+pub enum NotStarted {
+    /// The account was suspended since it was read.
+    Suspended(Option<String>),
+    /// Its password changed (or it was deleted) since it was read.
+    Changed,
+}
+
+/// Starts a session for an account whose password was just verified, if
+/// the account is still as it was then: not suspended, the same password.
+/// A suspension or password change that commits while the password was
+/// being checked is seen here and no session starts; one that commits
+/// after this has inserted the session ends it (the account row is locked
+/// on PostgreSQL until the insert commits; SQLite's single writer orders
+/// the two). So once a suspension or password change has committed, no
+/// session authorised before it exists.
+pub async fn start_checked(
+    db: &DatabaseConnection,
+    checked: Checked<'_>,
+    now: Millis,
+    ttl: Millis,
+) -> AppResult<Result<i64, NotStarted>> {
+    let txn = db::begin(db).await?;
+    let account = Sql::new("SELECT id FROM users WHERE id = ").bind(checked.user);
+    if let Some(lock) = db::Dialect::of(&txn).lock_first(account) {
+        db::execute(&txn, lock).await?;
+    }
+    let id = crate::ids::random_id();
+    let inserted = db::execute(
+        &txn,
+        Sql::new("INSERT INTO sessions (id, user_id, created_at, expires_at) SELECT ")
+            .bind(id)
+            .push(", id, ")
+            .bind(now)
+            .push(", ")
+            .bind(now.saturating_add(ttl))
+            .push(" FROM users WHERE id = ")
+            .bind(checked.user)
+            .push(" AND suspended_at IS NULL AND password_hash = ")
+            .bind(checked.password_hash.to_owned()),
+    )
+    .await?;
+    if inserted == 1 {
+        txn.commit().await?;
+        return Ok(Ok(id));
+    }
+    #[derive(FromQueryResult)]
+    struct Now {
+        suspended_at: Option<i64>,
+        suspension_reason: Option<String>,
+        password_hash: String,
+    }
+    let now_row: Option<Now> = db::fetch_one(
+        &txn,
+        Sql::new("SELECT suspended_at, suspension_reason, password_hash FROM users WHERE id = ")
+            .bind(checked.user),
+    )
+    .await?;
+    txn.rollback().await?;
+    Ok(Err(match now_row {
+        Some(row) if row.suspended_at.is_some() && row.password_hash == checked.password_hash => {
+            NotStarted::Suspended(row.suspension_reason)
+        }
+        _ => NotStarted::Changed,
+    }))
+}
+
 /// The viewer a bearer stands for: its user while its session lasts;
 /// `UNAUTHENTICATED` once it has ended.
 pub async fn viewer(

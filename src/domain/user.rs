@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
 
 use super::page::{Key, Page, PageQuery};
+use super::session::NotStarted;
 use super::visibility::{Who, visible_person};
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql, is_unique_violation};
@@ -169,22 +170,33 @@ pub async fn sign_in(
         .passwords
         .verify(password, found.as_ref().map(|u| u.password_hash.clone()))
         .await?;
-    match found {
-        Some(user) if ok && user.suspended_at.is_some() => Err(AppError::forbidden(format!(
+    let wrong = || AppError::unauthenticated("wrong username or password");
+    let suspended = |reason: Option<&str>| {
+        AppError::forbidden(format!(
             "this account is suspended: {}",
-            user.suspension_reason
-                .as_deref()
-                .unwrap_or("no reason given")
-        ))),
+            reason.unwrap_or("no reason given")
+        ))
+    };
+    match found {
+        Some(user) if ok && user.suspended_at.is_some() => {
+            Err(suspended(user.suspension_reason.as_deref()))
+        }
         Some(user) if ok => {
             let tokens = &accounts.tokens;
-            let session = super::session::start(db, user.id, now, tokens.ttl_ms()).await?;
-            Ok(Session {
-                token: tokens.issue(user.id, session, now)?,
-                user: profile(user),
-            })
+            let checked = super::session::Checked {
+                user: user.id,
+                password_hash: &user.password_hash,
+            };
+            match super::session::start_checked(db, checked, now, tokens.ttl_ms()).await? {
+                Ok(session) => Ok(Session {
+                    token: tokens.issue(user.id, session, now)?,
+                    user: profile(user),
+                }),
+                Err(NotStarted::Suspended(reason)) => Err(suspended(reason.as_deref())),
+                Err(NotStarted::Changed) => Err(wrong()),
+            }
         }
-        _ => Err(AppError::unauthenticated("wrong username or password")),
+        _ => Err(wrong()),
     }
 }
 
@@ -310,14 +322,21 @@ pub async fn change_password(
     let found = check_password(db, accounts, id, current, client).await?;
     let hash = accounts.passwords.hash(new).await?;
     let txn = db::begin(db).await?;
-    db::execute(
+    // Only over the password that was checked: two changes at once, or a
+    // change racing this one, leave one winner and the other refused.
+    let changed = db::execute(
         &txn,
         Sql::new("UPDATE users SET password_hash = ")
             .bind(hash)
             .push(" WHERE id = ")
-            .bind(id),
+            .bind(id)
+            .push(" AND password_hash = ")
+            .bind(found.password_hash.clone()),
     )
     .await?;
+    if changed == 0 {
+        return Err(AppError::forbidden("wrong password"));
+    }
     let tokens = &accounts.tokens;
     let ended = super::session::end_all(&txn, id).await?;
     let session = super::session::start(&txn, id, now, tokens.ttl_ms()).await?;

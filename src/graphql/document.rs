@@ -8,8 +8,13 @@
 //!   (a value such as `[[[[…]]]]` or `{a:{a:…}}` is refused here, not on the
 //!   stack) or to read more than [`Limits::max_tokens`] tokens;
 //! - [`measure`] walks the parsed document once, each fragment once (its
-//!   cost remembered and reused at every spread), and gives the document's
-//!   size with fragments expanded: fields, aliases and depth. A document of
+//!   cost remembered and reused at every spread), refuses what validation
+//!   would refuse only after expanding spreads (unknown, cyclic and unused
+//!   fragments, chains of fragments nested past the nesting limit), and
+//!   gives the document's size with fragments expanded: fields, aliases,
+//!   selections and depth. Only a document that passes both reaches
+//!   async-graphql's validation, whose passes expand every spread: their
+//!   work is then bounded by the measured selections. A document of
 //!   a few hundred bytes whose fragments spread each other twice expands to
 //!   millions of fields; it is refused by its measure before validation
 //!   (which expands spreads) runs.
@@ -149,6 +154,13 @@ pub struct Measure {
     pub fields: usize,
     /// Aliased fields, counted the same way.
     pub aliases: usize,
+    /// Every selection (fields, spreads, inline fragments) a walk of the
+    /// operations that expands spreads visits, counted the same way: the work
+    /// of async-graphql's validation passes that expand spreads.
+    pub selections: usize,
+    /// How many selection sets deep the deepest one is (fragment hops and
+    /// inline fragments count as a level).
+    pub nest: usize,
 }
 
 impl Measure {
@@ -159,37 +171,86 @@ impl Measure {
             depth_all: self.depth_all.max(other.depth_all),
             fields: self.fields.saturating_add(other.fields),
             aliases: self.aliases.saturating_add(other.aliases),
+            selections: self.selections.saturating_add(other.selections),
+            nest: self.nest.max(other.nest),
         }
     }
 }
 
-/// Measures every operation of `doc` (all are validated, whichever runs),
-/// each fragment once.
-pub fn measure(doc: &ExecutableDocument) -> Measure {
+/// Why a parsed document was refused by [`measure`]: what validation would
+/// refuse too, found here in one linear walk so that no walk that expands
+/// spreads ever runs on it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// A spread of a fragment the document does not define.
+    UnknownFragment(String),
+    /// A fragment that spreads itself, directly or through others.
+    FragmentCycle(String),
+    /// A fragment no operation uses.
+    UnusedFragment(String),
+    /// Selection sets, fields and fragment spreads together nest deeper than
+    /// this (a chain of fragments each spreading the next).
+    TooDeep(usize),
+}
+
+impl Invalid {
+    /// The message a client sees.
+    pub fn message(&self) -> String {
+        match self {
+            Invalid::UnknownFragment(name) => format!("unknown fragment \"{name}\""),
+            Invalid::FragmentCycle(name) => format!("fragment \"{name}\" spreads itself"),
+            Invalid::UnusedFragment(name) => format!("fragment \"{name}\" is never used"),
+            Invalid::TooDeep(limit) => format!(
+                "selections nest too deep with their fragments; the nesting limit is {limit}"
+            ),
+        }
+    }
+}
+
+/// Measures every operation of `doc` (all are validated, whichever runs) and
+/// every fragment, each fragment once, and refuses what would make a walk
+/// that expands spreads unbounded or non-linear: unknown, cyclic and unused
+/// fragments, and selections (fragment hops included) nested deeper than
+/// `max_nesting`. Recursion here is bounded by the same `max_nesting`.
+pub fn measure(doc: &ExecutableDocument, max_nesting: usize) -> Result<Measure, Invalid> {
     let mut walk = Walk {
         doc,
-        fragments: HashMap::new(),
+        fragments: HashMap::with_capacity(doc.fragments.len()),
+        max_nesting,
     };
-    doc.operations
-        .iter()
-        .map(|(_, op)| walk.set(&op.node.selection_set.node))
-        .fold(Measure::default(), Measure::beside)
+    let mut total = Measure::default();
+    for (_, op) in doc.operations.iter() {
+        total = total.beside(walk.set(&op.node.selection_set.node, 0)?);
+    }
+    if let Some(unused) = doc
+        .fragments
+        .keys()
+        .find(|name| !walk.fragments.contains_key(name.as_str()))
+    {
+        return Err(Invalid::UnusedFragment(unused.to_string()));
+    }
+    Ok(total)
 }
 
 struct Walk<'a> {
     doc: &'a ExecutableDocument,
     /// Each fragment's measure once known; `None` while it is being measured
-    /// (a cycle, which validation refuses: it counts nothing here).
+    /// (met again then, it spreads itself).
     fragments: HashMap<&'a str, Option<Measure>>,
+    max_nesting: usize,
 }
 
 impl<'a> Walk<'a> {
-    fn set(&mut self, set: &'a SelectionSet) -> Measure {
-        set.items
-            .iter()
-            .map(|item| match &item.node {
+    /// The measure of `set`, entered at `nesting` sets deep.
+    fn set(&mut self, set: &'a SelectionSet, nesting: usize) -> Result<Measure, Invalid> {
+        if nesting >= self.max_nesting && !set.items.is_empty() {
+            return Err(Invalid::TooDeep(self.max_nesting));
+        }
+        let mut m = Measure::default();
+        for item in &set.items {
+            let one = match &item.node {
                 Selection::Field(f) => {
-                    let inner = self.set(&f.node.selection_set.node);
+                    let inner = self.set(&f.node.selection_set.node, nesting + 1)?;
                     let name = f.node.name.node.as_str();
                     let introspection = name == "__schema" || name == "__type";
                     Measure {
@@ -199,27 +260,51 @@ impl<'a> Walk<'a> {
                         aliases: inner
                             .aliases
                             .saturating_add(usize::from(f.node.alias.is_some())),
+                        selections: inner.selections.saturating_add(1),
+                        nest: inner.nest,
                     }
                 }
-                Selection::InlineFragment(f) => self.set(&f.node.selection_set.node),
-                Selection::FragmentSpread(s) => self.fragment(&s.node.fragment_name.node),
-            })
-            .fold(Measure::default(), Measure::beside)
+                Selection::InlineFragment(f) => {
+                    let mut inner = self.set(&f.node.selection_set.node, nesting + 1)?;
+                    inner.selections = inner.selections.saturating_add(1);
+                    inner
+                }
+                Selection::FragmentSpread(s) => {
+                    let mut inner = self.fragment(&s.node.fragment_name.node, nesting + 1)?;
+                    inner.selections = inner.selections.saturating_add(1);
+                    inner
+                }
+            };
+            m = m.beside(one);
+        }
+        if !set.items.is_empty() {
+            m.nest += 1;
+        }
+        Ok(m)
     }
 
-    fn fragment(&mut self, name: &'a Name) -> Measure {
+    /// The measure of the fragment `name`, spread at `nesting` sets deep. A
+    /// fragment is walked once, at its first spread; later spreads reuse its
+    /// measure, and the nesting it adds is checked against where they are.
+    fn fragment(&mut self, name: &'a Name, nesting: usize) -> Result<Measure, Invalid> {
         match self.fragments.get(name.as_str()) {
-            Some(Some(known)) => return *known,
-            Some(None) => return Measure::default(),
+            Some(Some(known)) => {
+                return if nesting + known.nest > self.max_nesting {
+                    Err(Invalid::TooDeep(self.max_nesting))
+                } else {
+                    Ok(*known)
+                };
+            }
+            Some(None) => return Err(Invalid::FragmentCycle(name.to_string())),
             None => {}
         }
         let Some(fragment) = self.doc.fragments.get(name) else {
-            return Measure::default();
+            return Err(Invalid::UnknownFragment(name.to_string()));
         };
         self.fragments.insert(name.as_str(), None);
-        let m = self.set(&fragment.node.selection_set.node);
+        let m = self.set(&fragment.node.selection_set.node, nesting)?;
         self.fragments.insert(name.as_str(), Some(m));
-        m
+        Ok(m)
     }
 }
 
@@ -264,7 +349,7 @@ mod tests {
         }
         text.push_str(" fragment F23 on Query { a: __typename }");
         let doc = async_graphql::parser::parse_query(&text).unwrap();
-        let m = measure(&doc);
+        let m = measure(&doc, 64).unwrap();
         assert_eq!(m.fields, 1 << 23);
         assert_eq!(m.aliases, 1 << 23);
         assert_eq!(m.depth, 1);
@@ -274,23 +359,74 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            measure(&doc),
-            Measure {
+            measure(&doc, 64),
+            Ok(Measure {
                 depth: 2,
                 depth_all: 2,
                 fields: 6,
-                aliases: 4
-            }
+                aliases: 4,
+                selections: 7,
+                nest: 3,
+            })
         );
         let intro = async_graphql::parser::parse_query(
             "{ __schema { types { fields { type { ofType { ofType { ofType { name } } } } } } } }",
         )
         .unwrap();
-        assert_eq!((measure(&intro).depth, measure(&intro).depth_all), (0, 8));
-        // A cycle (refused later by validation) ends the walk.
-        let cyclic =
-            async_graphql::parser::parse_query("{ ...A } fragment A on Query { viewer { ...A } }")
-                .unwrap();
-        assert_eq!(measure(&cyclic).depth, 1);
+        let m = measure(&intro, 64).unwrap();
+        assert_eq!((m.depth, m.depth_all), (0, 8));
+    }
+
+    fn refusal(text: &str, nesting: usize) -> Invalid {
+        let doc = async_graphql::parser::parse_query(text).unwrap();
+        measure(&doc, nesting).unwrap_err()
+    }
+
+    #[test]
+    fn unknown_cyclic_unused_and_deep_fragments_are_refused() {
+        // The reported bomb: spreads three ways deep, ending in a fragment
+        // that does not exist. Refused at the first unknown spread.
+        let mut text = String::from("query { ...F0 }");
+        for i in 0..24 {
+            let next = format!(" ...F{}", i + 1);
+            text.push_str(&format!(" fragment F{i} on Query {{{}}}", next.repeat(3)));
+        }
+        text.push_str(" fragment F24 on Query { ...Nowhere ...Nowhere }");
+        assert_eq!(
+            refusal(&text, 64),
+            Invalid::UnknownFragment("Nowhere".into())
+        );
+        assert_eq!(
+            refusal("{ ...A } fragment A on Query { viewer { ...A } }", 64),
+            Invalid::FragmentCycle("A".into())
+        );
+        assert_eq!(
+            refusal(
+                "{ ...A } fragment A on Query { ...B } fragment B on Query { ...A }",
+                64
+            ),
+            Invalid::FragmentCycle("A".into())
+        );
+        // In an operation that operationName would not select: the same.
+        assert_eq!(
+            refusal("query A { __typename } query B { ...Nowhere }", 64),
+            Invalid::UnknownFragment("Nowhere".into())
+        );
+        assert_eq!(
+            refusal("{ __typename } fragment U on Query { a }", 64),
+            Invalid::UnusedFragment("U".into())
+        );
+        // A chain of fragments each spreading the next nests one level per hop.
+        let mut chain = String::from("{ ...C0 }");
+        for i in 0..100 {
+            chain.push_str(&format!(" fragment C{i} on Query {{ ...C{} }}", i + 1));
+        }
+        chain.push_str(" fragment C100 on Query { __typename }");
+        assert_eq!(refusal(&chain, 64), Invalid::TooDeep(64));
+        // A fragment measured shallow, spread again deeper: the reuse is checked.
+        let reuse = "{ ...D a { b { c { ...D } } } } fragment D on Query { x { y } }";
+        let doc = async_graphql::parser::parse_query(reuse).unwrap();
+        assert!(measure(&doc, 6).is_ok());
+        assert_eq!(measure(&doc, 5), Err(Invalid::TooDeep(5)));
     }
 }

@@ -92,13 +92,15 @@ impl Guard {
     /// Apollo's automatic persisted queries: a request whose
     /// `extensions.persistedQuery.sha256Hash` names a query the guard knows
     /// may leave `query` out; one that sends both has the query remembered
-    /// (if the hash is the query's: otherwise `BAD_USER_INPUT`). A hash alone
-    /// that is not known answers `PERSISTED_QUERY_NOT_FOUND`, and the client
-    /// sends the query with it. Queries over [`CACHED_QUERY_MAX`] bytes are
-    /// not remembered.
-    fn persisted_query(&self, request: &mut Request) -> Result<(), ServerError> {
+    /// (if the hash is the query's: otherwise `BAD_USER_INPUT`) once it has
+    /// passed every check of the guard, so a refused document is never
+    /// remembered. Returns the hash to remember the query under. A hash
+    /// alone that is not known answers `PERSISTED_QUERY_NOT_FOUND`, and the
+    /// client sends the query with it. Queries over [`CACHED_QUERY_MAX`]
+    /// bytes are not remembered.
+    fn persisted_query(&self, request: &mut Request) -> Result<Option<String>, ServerError> {
         let Some(pq) = request.extensions.get("persistedQuery") else {
-            return Ok(());
+            return Ok(None);
         };
         let hash = match pq {
             async_graphql::Value::Object(o) => match (o.get("version"), o.get("sha256Hash")) {
@@ -120,7 +122,7 @@ impl Guard {
             return match known {
                 Some(query) => {
                     request.query = query;
-                    Ok(())
+                    Ok(None)
                 }
                 None => {
                     let mut e = ServerError::new("PersistedQueryNotFound", None);
@@ -138,12 +140,13 @@ impl Guard {
         if actual != hash {
             return Err(bad_input("provided sha256Hash does not match the query"));
         }
-        if request.query.len() <= CACHED_QUERY_MAX
-            && let Ok(mut p) = self.persisted.lock()
-        {
-            p.put(hash, request.query.clone());
+        Ok((request.query.len() <= CACHED_QUERY_MAX).then_some(hash))
+    }
+
+    fn remember_persisted(&self, hash: String, query: &str) {
+        if let Ok(mut p) = self.persisted.lock() {
+            p.put(hash, query.to_owned());
         }
-        Ok(())
     }
 
     fn recall(&self, query: &str) -> Option<ExecutableDocument> {
@@ -164,7 +167,7 @@ impl Guard {
     /// a limit; otherwise hands the parsed document on with the request, and
     /// lets a query hold one database connection.
     fn check(&self, request: &mut Request) -> Result<(), ServerError> {
-        self.persisted_query(request)?;
+        let persist = self.persisted_query(request)?;
         let remembered = match self.recall(&request.query) {
             Some(doc) => {
                 request.set_parsed_query(doc);
@@ -182,11 +185,22 @@ impl Guard {
                 .map_err(|refused| bad_input(refused.message()))?;
         }
         let doc = request.parsed_query().map_err(syntax_error)?;
-        let measure = super::document::measure(doc);
+        let measure = super::document::measure(doc, limits.document.max_nesting)
+            .map_err(|invalid| bad_input(invalid.message()))?;
         if measure.fields > limits.max_fields {
             return Err(bad_input(format!(
                 "query selects {} fields with its fragments expanded; the limit is {}",
                 measure.fields, limits.max_fields
+            )));
+        }
+        // Spreads and inline fragments are walked too; each set holds at
+        // least one field, so a document within the field limit has at most
+        // about twice as many selections, unless it stacks spreads.
+        let max_selections = limits.max_fields.saturating_mul(2);
+        if measure.selections > max_selections {
+            return Err(bad_input(format!(
+                "query makes {} selections with its fragments expanded; the limit is {}",
+                measure.selections, max_selections
             )));
         }
         if measure.aliases > limits.max_aliases {
@@ -212,6 +226,9 @@ impl Guard {
         }
         if query_only {
             super::loaders::pin_query(request);
+        }
+        if let Some(hash) = persist {
+            self.remember_persisted(hash, &request.query);
         }
         Ok(())
     }

@@ -44,8 +44,8 @@ impl LocalStore {
             public_url: public_url
                 .map(|u| u.trim_end_matches('/').to_owned())
                 .unwrap_or_default(),
-            get_signer: Signer::new("media get v1", secret),
-            put_signer: Signer::new("media put v1", secret),
+            get_signer: Signer::new("media get v1", secret, SIG_LEN),
+            put_signer: Signer::new("media put v1", secret, SIG_LEN),
         })
     }
 
@@ -170,7 +170,7 @@ impl LocalStore {
     /// `<public url>/media/<key>?exp=<unix seconds>&sig=<signature>`.
     pub fn url(&self, key: &str, expires_at: Millis) -> String {
         let exp = expires_at.div_euclid(1000);
-        let sig = Self::encode(self.get_signer.tag(&Self::get_message(key, exp), SIG_LEN));
+        let sig = Self::encode(self.get_signer.tag(&Self::get_message(key, exp)));
         format!("{}/media/{key}?exp={exp}&sig={sig}", self.public_url)
     }
 
@@ -190,10 +190,11 @@ impl LocalStore {
         expires_at: Millis,
     ) -> UploadTarget {
         let exp = expires_at.div_euclid(1000);
-        let sig = Self::encode(
-            self.put_signer
-                .tag(&Self::put_message(key, exp, content_type, len), SIG_LEN),
-        );
+        let sig =
+            Self::encode(
+                self.put_signer
+                    .tag(&Self::put_message(key, exp, content_type, len)),
+            );
         UploadTarget {
             url: format!("{}/media/{key}?exp={exp}&sig={sig}", self.public_url),
             headers: vec![

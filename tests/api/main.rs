@@ -12,6 +12,7 @@ mod support;
 
 mod audiences;
 mod auth;
+mod bounded;
 mod friends;
 mod hostile;
 mod http;

@@ -52,6 +52,31 @@ macro_rules! both_backends {
     )* };
 }
 
+/// Like [`both_backends_with!`], on a server with a runtime of its own whose
+/// CPU time [`ServerCpu`] reads.
+#[macro_export]
+macro_rules! both_backends_measured {
+    ($adjust:expr => $($name:ident),* $(,)?) => { $(
+        mod $name {
+            async fn run(backend: $crate::support::Backend) {
+                let app = $crate::support::TestApp::spawn_measured(backend, $adjust).await;
+                super::$name(&app).await;
+                app.finish().await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                run($crate::support::Backend::Sqlite).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                run($crate::support::Backend::Postgres).await;
+            }
+        }
+    )* };
+}
+
 /// Like [`both_backends!`], for test functions that need settings of their
 /// own: `both_backends_with!(adjust => name, ...)` spawns each server with
 /// `adjust(&mut Config)` applied.
@@ -401,6 +426,8 @@ pub struct TestApp {
     pub store: Store,
     /// The S3 server, with `Store::S3`.
     pub s3: Option<s3::S3Server>,
+    /// The name of the server's own runtime's threads ([`Self::spawn_measured`]).
+    cpu_threads: Option<String>,
     shutdown: watch::Sender<bool>,
     server: tokio::task::JoinHandle<()>,
     dir: tempfile::TempDir,
@@ -412,6 +439,57 @@ impl std::ops::Deref for TestApp {
 
     fn deref(&self) -> &Client {
         &self.client
+    }
+}
+
+/// The CPU time a server started with [`TestApp::spawn_measured`] spends
+/// from [`ServerCpu::start`] on: user and system time of its runtime's
+/// threads (workers and blocking pool), read from `/proc`. A blocking
+/// thread that ends in between is not counted; the test harness's own
+/// threads and other tests never are.
+pub struct ServerCpu {
+    prefix: String,
+    at_start: Duration,
+}
+
+impl ServerCpu {
+    pub fn start(app: &TestApp) -> Self {
+        let prefix = app
+            .cpu_threads
+            .clone()
+            .expect("the server was started with TestApp::spawn_measured");
+        let at_start = Self::read(&prefix);
+        Self { prefix, at_start }
+    }
+
+    /// CPU time spent since [`ServerCpu::start`].
+    pub fn spent(&self) -> Duration {
+        Self::read(&self.prefix).saturating_sub(self.at_start)
+    }
+
+    fn read(prefix: &str) -> Duration {
+        // Clock ticks per second of /proc's times (USER_HZ, 100 on Linux).
+        const TICKS: u64 = 100;
+        let mut ticks = 0u64;
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return Duration::ZERO;
+        };
+        for task in tasks.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if !comm.starts_with(prefix) {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // Fields after the parenthesised name: state is the 3rd field,
+            // utime and stime the 14th and 15th.
+            let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+                continue;
+            };
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+            ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
+        }
+        Duration::from_millis(ticks * 1000 / TICKS)
     }
 }
 
@@ -505,6 +583,29 @@ impl TestApp {
         store: Store,
         adjust: impl FnOnce(&mut Config),
     ) -> Self {
+        Self::spawn_on(backend, store, adjust, None).await
+    }
+
+    /// Spawns a server that runs on a runtime of its own, whose threads are
+    /// named apart, so that [`ServerCpu`] can tell the CPU time it spends.
+    pub async fn spawn_measured(backend: Backend, adjust: impl FnOnce(&mut Config)) -> Self {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self::spawn_on(
+            backend,
+            Store::Local,
+            adjust,
+            Some(format!("srv{n}-{}", std::process::id() % 1000)),
+        )
+        .await
+    }
+
+    async fn spawn_on(
+        backend: Backend,
+        store: Store,
+        adjust: impl FnOnce(&mut Config),
+        own_runtime: Option<String>,
+    ) -> Self {
         let s3 = match store {
             Store::Local => None,
             Store::S3 => Some(s3::S3Server::start().await),
@@ -542,16 +643,50 @@ impl TestApp {
         }
         adjust(&mut config);
         let clock = Clock::manual(chrono::Utc::now().timestamp_millis());
-        let app = App::build(config, clock.clone())
-            .await
-            .expect("server starts");
-        let addr = app.local_addr().expect("addr");
-        let state = app.state().clone();
         let (shutdown, stopped) = watch::channel(false);
-        let server = tokio::spawn(async move {
-            app.run_until(stopped).await.expect("server runs");
-        });
+        let (addr, state, server, cpu_threads) = match own_runtime {
+            None => {
+                let app = App::build(config, clock.clone())
+                    .await
+                    .expect("server starts");
+                let addr = app.local_addr().expect("addr");
+                let state = app.state().clone();
+                let server = tokio::spawn(async move {
+                    app.run_until(stopped).await.expect("server runs");
+                });
+                (addr, state, server, None)
+            }
+            Some(name) => {
+                let (started, ready) = tokio::sync::oneshot::channel();
+                let server_clock = clock.clone();
+                let thread_name = name.clone();
+                let thread = std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(2)
+                        .thread_name(thread_name)
+                        .enable_all()
+                        .build()
+                        .expect("server runtime");
+                    runtime.block_on(async move {
+                        let app = App::build(config, server_clock)
+                            .await
+                            .expect("server starts");
+                        let state = app.state().clone();
+                        let _ = started.send((app.local_addr().expect("addr"), state.clone()));
+                        app.run_until(stopped).await.expect("server runs");
+                        state.db.clone().close().await.ok();
+                    });
+                    runtime.shutdown_timeout(Duration::from_secs(5));
+                });
+                let (addr, state) = ready.await.expect("the server runtime starts");
+                let server = tokio::task::spawn_blocking(move || {
+                    let _ = thread.join();
+                });
+                (addr, state, server, Some(name))
+            }
+        };
         Self {
+            cpu_threads,
             backend,
             client: Client::new(addr),
             clock,
