@@ -14,6 +14,7 @@ use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::db::Dialect;
 use crate::error::{AppError, AppResult};
+use crate::throttle::Rate;
 
 /// The command line of the `ephemera` binary.
 #[derive(Debug, Parser)]
@@ -60,6 +61,12 @@ pub enum UsersCommand {
     },
     /// Take the moderator role back.
     RevokeModerator {
+        /// The account's username (any case).
+        username: String,
+    },
+    /// Lift an account's suspension (a moderator's too: moderators cannot
+    /// suspend moderators, but an operator can reinstate anyone).
+    Reinstate {
         /// The account's username (any case).
         username: String,
     },
@@ -124,6 +131,81 @@ pub struct Config {
     pub ws: WsConfig,
     #[command(flatten)]
     pub jobs: JobsConfig,
+    #[command(flatten)]
+    pub limits: LimitsConfig,
+}
+
+/// Limits and abuse: what one account, one address or one request may make
+/// the server do. Rates are `N/DURATION` (`30/1m`: 30 at once or spread
+/// over a minute, then one per 2 s), kept in the database so that they hold
+/// across instances.
+#[derive(Clone, Debug, Args)]
+#[command(next_help_heading = "Limits and abuse")]
+pub struct LimitsConfig {
+    /// Statuses and moments one account may post.
+    #[arg(long, env = "EPHEMERA_RATE_POSTS", default_value = "20/1m", value_parser = parse_rate)]
+    pub rate_posts: Rate,
+
+    /// Deletions and restores (statuses, moments) one account may make.
+    #[arg(long, env = "EPHEMERA_RATE_DELETES", default_value = "30/1m", value_parser = parse_rate)]
+    pub rate_deletes: Rate,
+
+    /// Likes and unlikes one account may make.
+    #[arg(long, env = "EPHEMERA_RATE_LIKES", default_value = "120/1m", value_parser = parse_rate)]
+    pub rate_likes: Rate,
+
+    /// Seen marks one account may make.
+    #[arg(long, env = "EPHEMERA_RATE_SEEN", default_value = "600/1m", value_parser = parse_rate)]
+    pub rate_seen: Rate,
+
+    /// Friend requests and answers, unfriending, blocks, mutes, hidden
+    /// stories and close-friend changes one account may make.
+    #[arg(long, env = "EPHEMERA_RATE_SOCIAL", default_value = "60/1m", value_parser = parse_rate)]
+    pub rate_social: Rate,
+
+    /// Reports one account may file.
+    #[arg(long, env = "EPHEMERA_RATE_REPORTS", default_value = "20/1h", value_parser = parse_rate)]
+    pub rate_reports: Rate,
+
+    /// Uploads and upload tickets one account may take.
+    #[arg(long, env = "EPHEMERA_RATE_MEDIA", default_value = "30/1m", value_parser = parse_rate)]
+    pub rate_media: Rate,
+
+    /// Moderator actions (take-downs, suspensions, reinstatements, resolved
+    /// reports) one moderator may take.
+    #[arg(long, env = "EPHEMERA_RATE_MODERATION", default_value = "600/1m", value_parser = parse_rate)]
+    pub rate_moderation: Rate,
+
+    /// Sign-outs one account may make.
+    #[arg(long, env = "EPHEMERA_RATE_ACCOUNT", default_value = "30/1m", value_parser = parse_rate)]
+    pub rate_account: Rate,
+
+    /// Resumes of the `events` subscription from a cursor (each reads the
+    /// log from there) one client address, and one account, may start.
+    #[arg(long, env = "EPHEMERA_RATE_CATCHUP", default_value = "30/1m", value_parser = parse_rate)]
+    pub rate_catchup: Rate,
+
+    /// Registrations of persisted queries (APQ) one client address may make.
+    #[arg(long, env = "EPHEMERA_RATE_PERSISTED_QUERIES", default_value = "60/1m", value_parser = parse_rate)]
+    pub rate_persisted_queries: Rate,
+
+    /// Most people on each of one account's lists: blocked, muted, stories
+    /// hidden from, close friends. Past it, adding is `BAD_USER_INPUT`.
+    #[arg(long, env = "EPHEMERA_MAX_RELATIONS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_relations: u32,
+
+    /// Most database statements one GraphQL request (or one websocket
+    /// operation's event) may run; past it the request ends with
+    /// `RATE_LIMITED`. The backstop behind the complexity limit.
+    #[arg(long, env = "EPHEMERA_REQUEST_MAX_STATEMENTS", default_value_t = 1_000,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub request_max_statements: u32,
+
+    /// Most database time (summed over its statements) one GraphQL request
+    /// may take; past it the request ends with `RATE_LIMITED`.
+    #[arg(long, env = "EPHEMERA_REQUEST_MAX_DB_TIME", default_value = "5s", value_parser = parse_duration)]
+    pub request_max_db_time: Duration,
 }
 
 /// Where this instance listens and keeps its files, and how it logs.
@@ -216,6 +298,14 @@ pub struct AuthConfig {
     #[arg(id = "auth_attempts_per_address", long = "auth-attempts-per-address", env = "EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", default_value_t = 30,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub attempts_per_address: u32,
+
+    /// Password attempts one address, or one account, may make at once
+    /// before the per-minute pace applies: a person mistyping a password a
+    /// few times is not slowed, while a flood from many addresses starts
+    /// with few password checks each.
+    #[arg(id = "auth_attempts_burst", long = "auth-attempts-burst", env = "EPHEMERA_AUTH_ATTEMPTS_BURST", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub attempts_burst: u32,
 
     /// Sign-in attempts a minute on one account, from anywhere.
     #[arg(id = "auth_attempts_per_account", long = "auth-attempts-per-account", env = "EPHEMERA_AUTH_ATTEMPTS_PER_ACCOUNT", default_value_t = 10,
@@ -683,6 +773,11 @@ impl Config {
 }
 
 /// Parses `24h`, `90s`, `30d`, `1h 30m`.
+/// `N/DURATION`, e.g. `30/1m` (see [`Rate`]).
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    s.parse()
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("not a duration like 24h or 90s: {e}"))
 }

@@ -78,19 +78,26 @@ async fn run(cli: Cli) -> Result<(), AppError> {
         }
         Command::Users { command } => {
             let state = AppState::connect(config, Clock::system()).await?;
-            let (name, on) = match &command {
-                UsersCommand::GrantModerator { username } => (username, true),
-                UsersCommand::RevokeModerator { username } => (username, false),
+            let moderation = async {
+                use ephemera::domain::moderation;
+                Ok::<_, ephemera::error::AppError>(match &command {
+                    UsersCommand::GrantModerator { username } => {
+                        moderation::set_moderator(&state.db, username, true).await?;
+                        format!("{username} is now a moderator")
+                    }
+                    UsersCommand::RevokeModerator { username } => {
+                        moderation::set_moderator(&state.db, username, false).await?;
+                        format!("{username} is no longer a moderator")
+                    }
+                    UsersCommand::Reinstate { username } => {
+                        moderation::reinstate_by_name(&state.db, username).await?;
+                        format!("{username} is reinstated")
+                    }
+                })
             };
-            let done = ephemera::domain::moderation::set_moderator(&state.db, name, on).await;
+            let done = moderation.await;
             state.release_node().await;
-            done?;
-            let done = if on {
-                "is now a moderator"
-            } else {
-                "is no longer a moderator"
-            };
-            println!("{name} {done}");
+            println!("{}", done?);
             Ok(())
         }
     }

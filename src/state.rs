@@ -21,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
 use crate::ids::{IdGenerator, NodeLease};
 use crate::storage::{MediaStats, MediaStore};
-use crate::throttle::Attempts;
+use crate::throttle::{Limiter, WriteRates};
 
 /// Connections of the change log's pool: one for the reader, the rest for
 /// subscribers catching up (a thousand reconnecting at once queue here,
@@ -68,8 +68,9 @@ pub struct Media {
 pub struct Accounts {
     /// Password hashing, bounded (see [`Passwords`]).
     pub passwords: Arc<Passwords>,
-    /// Password-attempt limits per client address and account.
-    pub attempts: Arc<Attempts>,
+    /// Rate limits: every write per account, password attempts per client
+    /// address and account (kept in the database).
+    pub limits: Arc<Limiter>,
     /// Sessions this instance found alive lately.
     pub sessions: Arc<AliveSessions>,
     pub tokens: Arc<TokenKeys>,
@@ -134,9 +135,11 @@ impl AppState {
         };
         let accounts = Accounts {
             passwords: Arc::new(Passwords::new(hashers, config.auth.password_queue)),
-            attempts: Arc::new(Attempts::new(
+            limits: Arc::new(Limiter::new(
+                write_rates(&config),
                 config.auth.attempts_per_address,
                 config.auth.attempts_per_account,
+                config.auth.attempts_burst,
             )),
             sessions: Arc::new(AliveSessions::default()),
             tokens: Arc::new(TokenKeys::new(
@@ -160,6 +163,22 @@ impl AppState {
             log_db,
             log_stats,
         })
+    }
+}
+
+/// The per-account rate of each kind of write, from the settings.
+fn write_rates(config: &Config) -> WriteRates {
+    let l = &config.limits;
+    WriteRates {
+        post: l.rate_posts,
+        delete: l.rate_deletes,
+        like: l.rate_likes,
+        seen: l.rate_seen,
+        social: l.rate_social,
+        report: l.rate_reports,
+        media: l.rate_media,
+        moderate: l.rate_moderation,
+        account: l.rate_account,
     }
 }
 

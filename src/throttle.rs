@@ -1,18 +1,24 @@
-//! Attempt limits for what a client may try only so often: password checks
-//! (sign-in, sign-up, account deletion, password change) per client address
-//! and per account, answered `RATE_LIMITED` with a retry hint. Each is a
-//! keyed GCRA limiter (`governor`): a burst of at most [`BURST`], then one
-//! more per 1/n minute. Keys not seen for a while are forgotten now and
-//! then, so memory follows the clients of the last minute or so.
+//! Rate limits that hold across instances: every write an account makes
+//! ([`Write`]) and every password attempt, per client address and per
+//! account, answered `RATE_LIMITED` with a retry hint. Each limited key
+//! (`post:<account>`, `password-address:<ip>`, …) is one row of the
+//! `rate_limits` table, spent in one statement (an upsert), so N instances
+//! give the same N attempts as one.
+//!
+//! Each limit is GCRA: a key may act `burst` times at once, then once per
+//! `per / n`; its row holds the theoretical arrival time (`tat`, in
+//! microseconds), so a key
+//! whose `tat` has passed is as good as absent, and [`prune`] deletes such
+//! rows.
 
-use std::hash::Hash;
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{Quota, RateLimiter};
+use sea_orm::{ConnectionTrait, FromQueryResult};
 
+use crate::clock::Millis;
+use crate::db::{self, Sql};
 use crate::error::{AppError, AppResult};
 
 /// The address of the client a request comes from (the peer, or what a
@@ -39,112 +45,340 @@ impl PasswordBudget {
     }
 }
 
-type Keyed<K> = RateLimiter<K, governor::state::keyed::DefaultKeyedStateStore<K>, DefaultClock>;
-
-/// Attempts a key may make at once before the per-minute pace applies: a
-/// person mistyping a password a few times is not slowed, while a flood from
-/// many addresses starts with few password checks each.
-const BURST: u32 = 5;
-
-/// One keyed limit.
-struct Limit<K: Hash + Eq + Clone> {
-    limiter: Keyed<K>,
-    checks: AtomicU64,
+/// A rate: at most `n` in any `per`, up to `burst` of them at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub n: u32,
+    pub per: Duration,
+    pub burst: u32,
 }
 
-impl<K: Hash + Eq + Clone> Limit<K> {
-    fn per_minute(n: u32) -> Self {
-        let n = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(n.get().min(BURST)).unwrap_or(NonZeroU32::MIN);
+impl Rate {
+    /// `n` a minute, a burst of `burst` at most.
+    pub fn per_minute(n: u32, burst: u32) -> Self {
         Self {
-            limiter: RateLimiter::keyed(Quota::per_minute(n).allow_burst(burst)),
-            checks: AtomicU64::new(0),
+            n,
+            per: Duration::from_secs(60),
+            burst: burst.min(n),
         }
     }
 
-    /// Counts one attempt for `key`; the wait until the next is allowed, if
-    /// this one is not.
-    fn check(&self, key: &K) -> Option<std::time::Duration> {
-        if self.checks.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
-            self.limiter.retain_recent();
-        }
-        self.limiter
-            .check_key(key)
-            .err()
-            .map(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    /// Microseconds between two actions at the steady pace.
+    fn interval_us(self) -> i64 {
+        let per = i64::try_from(self.per.as_micros()).unwrap_or(i64::MAX);
+        (per / i64::from(self.n.max(1))).max(1)
     }
 }
 
-/// The password-attempt limits.
-pub struct Attempts {
-    per_address: Limit<IpAddr>,
-    per_account: Limit<String>,
-}
-
-impl std::fmt::Debug for Attempts {
+impl std::fmt::Display for Rate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Attempts(..)")
+        write!(f, "{}/{}", self.n, humantime::format_duration(self.per))
     }
 }
 
-impl Attempts {
-    /// `per_address` password checks a minute from one client address,
-    /// `per_account` sign-in attempts a minute on one account.
-    pub fn new(per_address: u32, per_account: u32) -> Self {
+impl std::str::FromStr for Rate {
+    type Err = String;
+
+    /// `N/DURATION`, e.g. `30/1m`: `N` in any `DURATION`, all at once or
+    /// spread out.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (n, per) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s:?}: a rate is N/DURATION, e.g. 30/1m"))?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?}: N must be a whole number from 1"))?;
+        let per = humantime::parse_duration(per.trim()).map_err(|e| format!("{s:?}: {e}"))?;
+        if n == 0 || per.is_zero() {
+            return Err(format!("{s:?}: N and DURATION must be more than 0"));
+        }
+        Ok(Self { n, per, burst: n })
+    }
+}
+
+/// What a write is, for its account's rate limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Write {
+    /// `createStatus`, `createMoment`.
+    Post,
+    /// `deleteStatus`, `deleteMoment`, `restoreMoment`.
+    Delete,
+    /// `toggleMomentLike`, `setMomentLike`.
+    Like,
+    /// `markStatusSeen`.
+    Seen,
+    /// Friend requests and friendships, blocks, mutes, hidden stories, close friends.
+    Social,
+    /// `report`.
+    Report,
+    /// `uploadMedia`, `requestMediaUpload`, registering persisted queries.
+    Media,
+    /// A moderator's `takeDown`, `suspendUser`, `reinstateUser`, `resolveReport`.
+    Moderate,
+    /// `signOut`, `signOutEverywhere`.
+    Account,
+}
+
+impl Write {
+    /// Every kind, in the order of [`WriteRates`]' fields.
+    pub const ALL: [Write; 9] = [
+        Write::Post,
+        Write::Delete,
+        Write::Like,
+        Write::Seen,
+        Write::Social,
+        Write::Report,
+        Write::Media,
+        Write::Moderate,
+        Write::Account,
+    ];
+
+    /// The name in keys, messages and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Write::Post => "post",
+            Write::Delete => "delete",
+            Write::Like => "like",
+            Write::Seen => "seen",
+            Write::Social => "social",
+            Write::Report => "report",
+            Write::Media => "media",
+            Write::Moderate => "moderate",
+            Write::Account => "account",
+        }
+    }
+}
+
+/// The rate of each kind of write, per account.
+#[derive(Clone, Copy, Debug)]
+pub struct WriteRates {
+    pub post: Rate,
+    pub delete: Rate,
+    pub like: Rate,
+    pub seen: Rate,
+    pub social: Rate,
+    pub report: Rate,
+    pub media: Rate,
+    pub moderate: Rate,
+    pub account: Rate,
+}
+
+impl WriteRates {
+    pub fn of(&self, write: Write) -> Rate {
+        match write {
+            Write::Post => self.post,
+            Write::Delete => self.delete,
+            Write::Like => self.like,
+            Write::Seen => self.seen,
+            Write::Social => self.social,
+            Write::Report => self.report,
+            Write::Media => self.media,
+            Write::Moderate => self.moderate,
+            Write::Account => self.account,
+        }
+    }
+}
+
+/// The limits, and how often each refused.
+pub struct Limiter {
+    writes: WriteRates,
+    per_address: Rate,
+    per_account: Rate,
+    refused: [AtomicU64; Write::ALL.len() + 1],
+}
+
+impl std::fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Limiter(..)")
+    }
+}
+
+impl Limiter {
+    /// `writes` per account; `per_address` password checks a minute from
+    /// one client address, `per_account` sign-in attempts a minute on one
+    /// account, each in a burst of at most `burst`.
+    pub fn new(writes: WriteRates, per_address: u32, per_account: u32, burst: u32) -> Self {
         Self {
-            per_address: Limit::per_minute(per_address),
-            per_account: Limit::per_minute(per_account),
+            writes,
+            per_address: Rate::per_minute(per_address, burst),
+            per_account: Rate::per_minute(per_account, burst),
+            refused: Default::default(),
         }
     }
 
-    /// Counts a password attempt from `client` (if known) on `account` (a
-    /// username key, if the attempt names one). The address is counted
-    /// first, so a client cycling through usernames spends its own budget.
-    pub fn attempt(&self, client: Option<ClientAddr>, account: Option<&str>) -> AppResult<()> {
-        if let Some(ClientAddr(ip)) = client
-            && let Some(wait) = self.per_address.check(&ip)
-        {
+    /// Spends one `write` of `account`'s, or refuses it with `RATE_LIMITED`
+    /// and the seconds until the next is allowed.
+    pub async fn write<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        write: Write,
+        account: i64,
+        now: Millis,
+    ) -> AppResult<()> {
+        let key = format!("{}:{account}", write.as_str());
+        if let Some(wait) = take(db, &key, self.writes.of(write), now).await? {
+            self.refused[write as usize].fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(account, write = write.as_str(), "write refused: rate limit");
             return Err(AppError::rate_limited(
-                "too many password attempts from this address; try again later",
-                wait,
-            ));
-        }
-        if let Some(account) = account
-            && let Some(wait) = self.per_account.check(&account.to_owned())
-        {
-            return Err(AppError::rate_limited(
-                "too many password attempts on this account; try again later",
+                format!(
+                    "too many {} writes from this account; the limit is {}",
+                    write.as_str(),
+                    self.writes.of(write)
+                ),
                 wait,
             ));
         }
         Ok(())
     }
+
+    /// Counts a password attempt from `client` (if known) on `account` (a
+    /// username key, if the attempt names one). The address is counted
+    /// first, so a client cycling through usernames spends its own budget.
+    pub async fn password<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        client: Option<ClientAddr>,
+        account: Option<&str>,
+        now: Millis,
+    ) -> AppResult<()> {
+        let refuse = |what: &str, wait| {
+            self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(what, "password attempt refused: rate limit");
+            Err(AppError::rate_limited(
+                format!("too many password attempts {what}; try again later"),
+                wait,
+            ))
+        };
+        if let Some(ClientAddr(ip)) = client
+            && let Some(wait) =
+                take(db, &format!("password-address:{ip}"), self.per_address, now).await?
+        {
+            return refuse("from this address", wait);
+        }
+        if let Some(account) = account
+            && let Some(wait) = take(
+                db,
+                &format!("password-account:{account}"),
+                self.per_account,
+                now,
+            )
+            .await?
+        {
+            return refuse("on this account", wait);
+        }
+        Ok(())
+    }
+
+    /// How many writes of each kind were refused (then password attempts),
+    /// for `/metrics`.
+    pub fn refused(&self) -> Vec<(&'static str, u64)> {
+        Write::ALL
+            .iter()
+            .map(|w| {
+                (
+                    w.as_str(),
+                    self.refused[*w as usize].load(Ordering::Relaxed),
+                )
+            })
+            .chain([(
+                "password",
+                self.refused[Write::ALL.len()].load(Ordering::Relaxed),
+            )])
+            .collect()
+    }
+}
+
+#[derive(FromQueryResult)]
+struct Spent {
+    tat: i64,
+    allowed: bool,
+}
+
+/// Spends one action of `key` at `rate` at `now`, in one statement: the
+/// wait until the next one is allowed if this one is not. The row is
+/// updated only when the action is allowed (a refused one costs nothing).
+async fn take<C: ConnectionTrait>(
+    db: &C,
+    key: &str,
+    rate: Rate,
+    now: Millis,
+) -> AppResult<Option<Duration>> {
+    // In microseconds: a rate of many a second still paces.
+    let now = now.saturating_mul(1000);
+    let t = rate.interval_us();
+    let limit = now.saturating_add(t.saturating_mul(i64::from(rate.burst.max(1))));
+    // The key's arrival time, or now if that has passed.
+    let start = || {
+        Sql::new("(CASE WHEN rate_limits.tat > ")
+            .bind(now)
+            .push(" THEN rate_limits.tat ELSE ")
+            .bind(now)
+            .push(" END)")
+    };
+    let fits = || start().push(" + ").bind(t).push(" <= ").bind(limit);
+    let spent: Option<Spent> = db::fetch_one(
+        db,
+        Sql::new("INSERT INTO rate_limits (scope, tat, allowed) VALUES (")
+            .bind(key.to_owned())
+            .push(", ")
+            .bind(now.saturating_add(t))
+            .push(", ")
+            .bind(true)
+            .push(") ON CONFLICT (scope) DO UPDATE SET allowed = ")
+            .append(fits())
+            .push(", tat = CASE WHEN ")
+            .append(fits())
+            .push(" THEN ")
+            .append(start())
+            .push(" + ")
+            .bind(t)
+            .push(" ELSE rate_limits.tat END RETURNING tat, allowed"),
+    )
+    .await?;
+    Ok(match spent {
+        Some(Spent {
+            allowed: false,
+            tat,
+        }) => {
+            let wait = tat.saturating_add(t).saturating_sub(limit).max(1);
+            Some(Duration::from_micros(u64::try_from(wait).unwrap_or(1)))
+        }
+        _ => None,
+    })
+}
+
+/// Deletes the rows of keys whose arrival time has passed (they allow as
+/// much as an absent row); returns how many.
+pub async fn prune<C: ConnectionTrait>(db: &C, now: Millis) -> AppResult<u64> {
+    db::execute(
+        db,
+        Sql::new("DELETE FROM rate_limits WHERE tat < ").bind(now.saturating_mul(1000)),
+    )
+    .await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Code;
 
     #[test]
-    fn attempts_are_limited_per_address_and_per_account() {
-        let a = Attempts::new(3, 2);
-        let one = Some(ClientAddr("10.0.0.1".parse().unwrap()));
-        let two = Some(ClientAddr("10.0.0.2".parse().unwrap()));
-        assert!(a.attempt(one, Some("alice")).is_ok());
-        assert!(a.attempt(two, Some("alice")).is_ok());
-        let e = a.attempt(two, Some("alice")).unwrap_err();
-        assert_eq!(e.code(), Code::RateLimited);
-        assert!(e.message().contains("account"));
-        assert!(a.attempt(one, Some("bob")).is_ok());
-        assert!(a.attempt(one, Some("carol")).is_ok());
-        let e = a.attempt(one, Some("dave")).unwrap_err();
-        assert!(e.message().contains("address"));
-        assert!(
-            e.to_graphql_json()["errors"][0]["extensions"]["retryAfter"]
-                .as_u64()
-                .unwrap()
-                >= 1
+    fn rates_parse_and_print() {
+        let r: Rate = "30/1m".parse().unwrap();
+        assert_eq!(
+            r,
+            Rate {
+                n: 30,
+                per: Duration::from_secs(60),
+                burst: 30
+            }
         );
+        assert_eq!(r.interval_us(), 2_000_000);
+        assert_eq!(r.to_string(), "30/1m");
+        for bad in ["30", "0/1m", "5/0s", "x/1m", "5/soon"] {
+            assert!(bad.parse::<Rate>().is_err(), "{bad}");
+        }
+        assert_eq!(Rate::per_minute(30, 5).burst, 5);
+        assert_eq!(Rate::per_minute(3, 5).burst, 3);
     }
 }

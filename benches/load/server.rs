@@ -94,6 +94,20 @@ impl Bench {
             ("EPHEMERA_MAX_WEBSOCKETS", "100000".to_owned()),
             ("EPHEMERA_MAX_WEBSOCKETS_PER_ADDRESS", "100000".to_owned()),
             ("EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", "1000000".to_owned()),
+            ("EPHEMERA_AUTH_ATTEMPTS_BURST", "1000000".to_owned()),
+            // The harness writes fast from few accounts; the attack part
+            // sets the limits a deployment has where it measures them.
+            ("EPHEMERA_RATE_POSTS", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_DELETES", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_LIKES", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_SEEN", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_SOCIAL", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_REPORTS", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_MEDIA", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_MODERATION", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_ACCOUNT", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_CATCHUP", "1000000/1s".to_owned()),
+            ("EPHEMERA_RATE_PERSISTED_QUERIES", "1000000/1s".to_owned()),
         ]
     }
 }

@@ -44,6 +44,7 @@ mod m20261129_000004_map_counts;
 mod m20261201_000005_sessions;
 mod m20261202_000006_safety;
 mod m20261202_000007_events;
+mod m20261202_000008_limits;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -59,6 +60,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000005_sessions::Migration),
             Box::new(m20261202_000006_safety::Migration),
             Box::new(m20261202_000007_events::Migration),
+            Box::new(m20261202_000008_limits::Migration),
         ]
     }
 }

@@ -92,13 +92,15 @@ fn too_large(max: u64) -> AppError {
 const QUOTA_WINDOW_MS: Millis = 24 * 3600 * 1000;
 
 /// Refuses (`RATE_LIMITED`) an upload of `bytes` by `owner` that would pass
-/// the account's quotas: bytes uploaded or ticketed in the last 24 hours
-/// (`EPHEMERA_UPLOAD_BYTES_PER_DAY`), and, for a new ticket, unused
-/// tickets held (`EPHEMERA_UPLOAD_PENDING_MAX`). Media deleted since no
-/// longer count. Concurrent uploads of one account may each pass the check
-/// (at most `EPHEMERA_MAX_CONCURRENT_UPLOADS` of them).
-async fn check_quota(
-    db: &DatabaseConnection,
+/// the account's quotas: bytes charged in the last 24 hours
+/// (`EPHEMERA_UPLOAD_BYTES_PER_DAY`: uploads and tickets charge what they
+/// may receive, whatever became of the media since), and, for a new
+/// ticket, unused tickets held (`EPHEMERA_UPLOAD_PENDING_MAX`). Run inside
+/// [`reserve`]'s transaction, after the account's lock, it is atomic with
+/// the charge it checks; run alone, it only saves judging an upload that
+/// would be refused anyway.
+async fn check_quota<C: ConnectionTrait>(
+    db: &C,
     media: &Media,
     owner: i64,
     bytes: i64,
@@ -107,33 +109,36 @@ async fn check_quota(
 ) -> AppResult<()> {
     #[derive(FromQueryResult)]
     struct Used {
-        bytes: Option<i64>,
-        pending: Option<i64>,
+        n: Option<i64>,
     }
-    let used: Option<Used> = db::fetch_one(
+    let charged: Option<Used> = db::fetch_one(
         db,
-        Sql::new(
-            "SELECT CAST(SUM(byte_size) AS BIGINT) AS bytes, \
-               CAST(SUM(CASE WHEN ready_at IS NULL AND upload_expires_at > ",
-        )
-        .bind(now)
-        .push(" THEN 1 ELSE 0 END) AS BIGINT) AS pending FROM media WHERE owner_id = ")
-        .bind(owner)
-        .push(" AND created_at > ")
-        .bind(now - QUOTA_WINDOW_MS),
+        Sql::new("SELECT CAST(SUM(bytes) AS BIGINT) AS n FROM upload_charges WHERE owner_id = ")
+            .bind(owner)
+            .push(" AND charged_at > ")
+            .bind(now - QUOTA_WINDOW_MS),
     )
     .await?;
-    let (used_bytes, pending) =
-        used.map_or((0, 0), |u| (u.bytes.unwrap_or(0), u.pending.unwrap_or(0)));
+    let used_bytes = charged.and_then(|u| u.n).unwrap_or(0);
     let config = &media.config;
-    if ticket && pending >= config.upload_pending_max {
-        return Err(AppError::rate_limited(
-            format!(
-                "at most {} unused upload tickets at once; use or let one expire",
-                config.upload_pending_max
-            ),
-            config.upload_ticket_ttl,
-        ));
+    if ticket {
+        let pending: Option<Used> = db::fetch_one(
+            db,
+            Sql::new("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM media WHERE owner_id = ")
+                .bind(owner)
+                .push(" AND ready_at IS NULL AND upload_expires_at > ")
+                .bind(now),
+        )
+        .await?;
+        if pending.and_then(|u| u.n).unwrap_or(0) >= config.upload_pending_max {
+            return Err(AppError::rate_limited(
+                format!(
+                    "at most {} unused upload tickets at once; use or let one expire",
+                    config.upload_pending_max
+                ),
+                config.upload_ticket_ttl,
+            ));
+        }
     }
     if used_bytes.saturating_add(bytes) > config.upload_bytes_per_day {
         return Err(AppError::rate_limited(
@@ -145,6 +150,49 @@ async fn check_quota(
         ));
     }
     Ok(())
+}
+
+/// Inserts `row` (a new upload's or ticket's media row) with its charge of
+/// `charged` bytes, if the account's quotas allow it: in one transaction
+/// that first locks the account, so uploads of one account at once are counted one after the
+/// other and none slips past the quota.
+async fn reserve(
+    db: &DatabaseConnection,
+    media: &Media,
+    row: &media::Model,
+    charged: i64,
+    now: Millis,
+) -> AppResult<()> {
+    let ticket = row.ready_at.is_none();
+    let txn = db::begin(db).await?;
+    // A write first, on both databases: it locks the account's row on
+    // PostgreSQL and takes SQLite's write lock (a read first would have to
+    // upgrade its lock later, which SQLite may refuse).
+    db::execute(
+        &txn,
+        Sql::new("UPDATE users SET id = id WHERE id = ").bind(row.owner_id),
+    )
+    .await?;
+    check_quota(&txn, media, row.owner_id, charged, ticket, now).await?;
+    insert::row(&txn, row.clone()).await?;
+    db::execute(
+        &txn,
+        Sql::new("INSERT INTO upload_charges (owner_id, charged_at, media_id, bytes) VALUES (")
+            .list([row.owner_id, now, row.id, charged])
+            .push(")"),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Forgets upload charges older than the quota's day; returns how many.
+pub async fn prune_charges<C: ConnectionTrait>(db: &C, now: Millis) -> AppResult<u64> {
+    db::execute(
+        db,
+        Sql::new("DELETE FROM upload_charges WHERE charged_at <= ").bind(now - QUOTA_WINDOW_MS),
+    )
+    .await
 }
 
 /// Stores an uploaded file for `owner`: judged by its bytes, metadata
@@ -161,7 +209,8 @@ pub async fn upload(
     if bytes.len() as u64 > max {
         return Err(too_large(max));
     }
-    check_quota(db, media, owner, bytes.len() as i64, false, now).await?;
+    let received = bytes.len() as i64;
+    check_quota(db, media, owner, received, false, now).await?;
     let judged = judge(bytes, media.config.max_image_pixels).await?;
     let row = media::Model {
         id: ids.next_id(),
@@ -175,8 +224,9 @@ pub async fn upload(
         ready_at: Some(now),
         attached_at: None,
         upload_expires_at: None,
+        upload_received_at: None,
     };
-    insert::row(db, row.clone()).await?;
+    reserve(db, media, &row, received, now).await?;
     if let Err(failure) = media
         .store
         .put(&row.storage_key, judged.bytes, judged.content_type)
@@ -231,7 +281,6 @@ pub async fn request_upload(
     if len > max {
         return Err(too_large(max));
     }
-    check_quota(db, media, owner, byte_size, true, now).await?;
     let key = storage::new_key();
     let target = media
         .store
@@ -255,11 +304,74 @@ pub async fn request_upload(
         ready_at: None,
         attached_at: None,
         upload_expires_at: Some(target.expires_at),
+        upload_received_at: None,
     };
-    insert::row(db, row.clone()).await?;
+    reserve(db, media, &row, byte_size, now).await?;
     Ok(Ticket {
         media_id: row.id,
         target,
+    })
+}
+
+/// Why a local direct upload's PUT may not write its key.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unclaimed {
+    /// No pending ticket names the key (complete, withdrawn, expired away).
+    NoTicket,
+    /// The PUT would carry other than the ticket's bytes.
+    WrongSize { ticket: i64 },
+    /// An earlier PUT claimed the ticket: a ticket takes bytes once.
+    Claimed,
+}
+
+/// Claims the pending ticket of `key` for one PUT of `len` bytes: a ticket
+/// is claimed once (one conditional update, so of PUTs at once exactly one
+/// wins), whether or not its bytes then arrive whole; a client whose PUT
+/// failed asks for a new ticket. The bytes a PUT can write are at most the
+/// ticket's, which its ticket was charged for.
+pub async fn claim_upload(
+    db: &DatabaseConnection,
+    key: &str,
+    len: u64,
+    now: Millis,
+) -> AppResult<Result<(), Unclaimed>> {
+    #[derive(FromQueryResult)]
+    struct Pending {
+        id: i64,
+        byte_size: i64,
+        upload_received_at: Option<i64>,
+    }
+    let pending: Option<Pending> = db::fetch_one(
+        db,
+        Sql::new("SELECT id, byte_size, upload_received_at FROM media WHERE storage_key = ")
+            .bind(key)
+            .push(" AND ready_at IS NULL"),
+    )
+    .await?;
+    let Some(pending) = pending else {
+        return Ok(Err(Unclaimed::NoTicket));
+    };
+    if u64::try_from(pending.byte_size).ok() != Some(len) {
+        return Ok(Err(Unclaimed::WrongSize {
+            ticket: pending.byte_size,
+        }));
+    }
+    if pending.upload_received_at.is_some() {
+        return Ok(Err(Unclaimed::Claimed));
+    }
+    let claimed = db::execute(
+        db,
+        Sql::new("UPDATE media SET upload_received_at = ")
+            .bind(now)
+            .push(" WHERE id = ")
+            .bind(pending.id)
+            .push(" AND ready_at IS NULL AND upload_received_at IS NULL"),
+    )
+    .await?;
+    Ok(if claimed == 1 {
+        Ok(())
+    } else {
+        Err(Unclaimed::Claimed)
     })
 }
 

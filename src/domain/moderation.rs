@@ -401,6 +401,23 @@ pub async fn reinstate(db: &DatabaseConnection, moderator: i64, user: i64) -> Ap
     Ok(())
 }
 
+/// Lifts the suspension of the account named `username` (any case), for
+/// the command line; `NOT_FOUND` for an unknown name.
+pub async fn reinstate_by_name<C: ConnectionTrait>(db: &C, username: &str) -> AppResult<()> {
+    let changed = db::execute(
+        db,
+        Sql::new(
+            "UPDATE users SET suspended_at = NULL, suspension_reason = NULL WHERE username_key = ",
+        )
+        .bind(username.trim().to_ascii_lowercase()),
+    )
+    .await?;
+    if changed == 0 {
+        return Err(AppError::not_found(format!("no user named {username}")));
+    }
+    Ok(())
+}
+
 /// Grants (or takes back) the moderator role by username; `NOT_FOUND` for
 /// an unknown name. For the command line.
 pub async fn set_moderator<C: ConnectionTrait>(

@@ -107,7 +107,7 @@ pub async fn sign_up(
     validate_username(&input.username)?;
     validate_password(&input.password)?;
     let display_name = normalize_display_name(input.display_name)?;
-    accounts.attempts.attempt(client, None)?;
+    accounts.limits.password(db, client, None, now).await?;
     let key = input.username.to_ascii_lowercase();
     if find_by_username(db, None, &key).await?.is_some() {
         return Err(taken());
@@ -156,7 +156,10 @@ pub async fn sign_in(
 ) -> AppResult<Session> {
     let key = username.trim().to_ascii_lowercase();
     let key = key.chars().take(64).collect::<String>();
-    accounts.attempts.attempt(client, Some(&key))?;
+    accounts
+        .limits
+        .password(db, client, Some(&key), now)
+        .await?;
     let found = if password.chars().count() > MAX_PASSWORD || !super::may_match_stored(&key) {
         None
     } else {
@@ -214,7 +217,7 @@ pub async fn delete_account(
     client: Option<ClientAddr>,
     now: Millis,
 ) -> AppResult<()> {
-    check_password(db, accounts, id, password, client).await?;
+    check_password(db, accounts, id, password, client, now).await?;
     let txn = db::begin(db).await?;
     // Lock the account first: an upload or like of this user that has not
     // committed yet then waits, and fails, instead of being dropped by the
@@ -285,6 +288,7 @@ async fn check_password(
     id: i64,
     password: String,
     client: Option<ClientAddr>,
+    now: Millis,
 ) -> AppResult<user::Model> {
     let found: Option<user::Model> =
         db::fetch_one(db, Sql::new("SELECT * FROM users WHERE id = ").bind(id)).await?;
@@ -292,8 +296,9 @@ async fn check_password(
         return Err(gone());
     };
     accounts
-        .attempts
-        .attempt(client, Some(&found.username_key))?;
+        .limits
+        .password(db, client, Some(&found.username_key), now)
+        .await?;
     let ok = password.chars().count() <= MAX_PASSWORD
         && accounts
             .passwords
@@ -319,7 +324,7 @@ pub async fn change_password(
 ) -> AppResult<Session> {
     let PasswordChange { current, new } = passwords;
     validate_password(&new)?;
-    let found = check_password(db, accounts, id, current, client).await?;
+    let found = check_password(db, accounts, id, current, client, now).await?;
     let hash = accounts.passwords.hash(new).await?;
     let txn = db::begin(db).await?;
     // Only over the password that was checked: two changes at once, or a

@@ -20,6 +20,8 @@ pub struct Model {
     pub attached_at: Option<i64>,
     /// Until when a direct-upload ticket may write `storage_key`.
     pub upload_expires_at: Option<i64>,
+    /// When a direct upload's PUT claimed the ticket (a ticket takes bytes once).
+    pub upload_received_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -111,6 +111,22 @@ pub(crate) async fn member(ctx: &Context<'_>) -> Result<i64, AppError> {
     }
 }
 
+/// The signed-in viewer's id for a write of kind `write`: [`member`], then
+/// one such write spent from the account's rate limit (`RATE_LIMITED` with
+/// `retryAfter` past it, on every instance alike).
+pub(crate) async fn writer(
+    ctx: &Context<'_>,
+    write: crate::throttle::Write,
+) -> Result<i64, AppError> {
+    let id = member(ctx).await?;
+    let app = app(ctx)?;
+    app.accounts
+        .limits
+        .write(&app.db, write, id, app.clock.now())
+        .await?;
+    Ok(id)
+}
+
 /// The SDL of the schema, built without a database (for `ephemera schema`
 /// and the test that keeps `schema.graphql` in sync).
 pub fn schema_sdl() -> String {

@@ -1,7 +1,9 @@
 //! `/media/<key>` for the local store: GET serves a file through a signed,
 //! expiring URL; PUT receives a direct upload through a signed, expiring URL
-//! that also signs the `Content-Type` and `Content-Length` it must carry. With
-//! the S3 store clients talk to S3 and these answer 404.
+//! that also signs the `Content-Type` and `Content-Length` it must carry. A
+//! ticket takes one PUT, of exactly its bytes (at most the upload limit),
+//! through one of the upload slots. With the S3 store clients talk to S3
+//! and these answer 404.
 
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -128,19 +130,47 @@ pub(super) async fn receive(
             &AppError::bad_input("a direct upload must carry its Content-Length"),
         );
     };
-    if !store.check_put(&key, exp, &sig, content_type, len, state.app.clock.now()) {
+    let now = state.app.clock.now();
+    if !store.check_put(&key, exp, &sig, content_type, len, now) {
+        tracing::warn!(key, "direct upload refused: bad or expired signature");
         return denied();
     }
-    match media::is_pending(&state.app.db, &key).await {
-        Ok(true) => {}
-        Ok(false) => {
+    let max = state.app.media.config.max_upload_bytes;
+    if len > max {
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &AppError::payload_too_large(format!("a media file is at most {max} bytes")),
+        );
+    }
+    match media::claim_upload(&state.app.db, &key, len, now).await {
+        Ok(Ok(())) => {}
+        Ok(Err(media::Unclaimed::NoTicket)) => {
             return error_response(
                 StatusCode::CONFLICT,
                 &AppError::bad_input("this upload is already complete, or was withdrawn"),
             );
         }
+        Ok(Err(media::Unclaimed::Claimed)) => {
+            return error_response(
+                StatusCode::CONFLICT,
+                &AppError::bad_input(
+                    "this ticket's bytes were already sent; a ticket takes one PUT (ask for a new one)",
+                ),
+            );
+        }
+        Ok(Err(media::Unclaimed::WrongSize { ticket })) => {
+            return error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &AppError::payload_too_large(format!("this ticket is for {ticket} bytes")),
+            );
+        }
         Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e),
     }
+    // The bytes stream in under one of the upload slots, as every upload.
+    let _slot = match media::upload_slot(&state.app.media).await {
+        Ok(slot) => slot,
+        Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, &e),
+    };
     let temp = store.temp_path();
     let written = write_exactly(&temp, body, len).await;
     let result = match written {
@@ -187,7 +217,9 @@ async fn write_exactly(
             AppError::internal("writing a direct upload", e),
         )
     };
-    let mut file = tokio::fs::File::create(path).await.map_err(io)?;
+    let mut file = crate::storage::local::create_private(path)
+        .await
+        .map_err(io)?;
     let mut stream = body.into_data_stream();
     let mut total = 0u64;
     while let Some(chunk) = stream.next().await {

@@ -79,7 +79,13 @@ impl LocalStore {
 
     pub async fn put(&self, key: &str, bytes: Bytes) -> StoreResult<()> {
         let temp = self.temp_path();
-        if let Err(e) = tokio::fs::write(&temp, &bytes).await {
+        let written = async {
+            use tokio::io::AsyncWriteExt;
+            let mut file = create_private(&temp).await?;
+            file.write_all(&bytes).await?;
+            file.flush().await
+        };
+        if let Err(e) = written.await {
             let _ = tokio::fs::remove_file(&temp).await;
             return Err(failure("writing", key, e));
         }
@@ -222,6 +228,16 @@ impl LocalStore {
                 &Self::decode(sig),
             )
     }
+}
+
+/// A new file at `path` that only the server's user may read (0600 on
+/// Unix), whatever the umask and wherever the media dir is.
+pub async fn create_private(path: &Path) -> std::io::Result<tokio::fs::File> {
+    let mut options = tokio::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    options.mode(0o600);
+    options.open(path).await
 }
 
 /// Temporary files older than an hour were left by a write that never

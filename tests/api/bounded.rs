@@ -158,3 +158,503 @@ async fn fragment_bombs_are_refused_before_expansion(app: &TestApp) {
 }
 
 crate::both_backends_measured!(|_| {} => fragment_bombs_are_refused_before_expansion);
+
+const TICKET: &str = "mutation($i: MediaUploadInput!) { requestMediaUpload(input: $i) { mediaId uploadUrl headers { name value } } }";
+const POST_MEDIA: &str = "mutation($m: ID!) { createStatus(input: { mediaId: $m, audience: FRIENDS }) { media { url } } }";
+
+/// PUTs `body` to `url` with `content_type`; the status.
+async fn put_to(app: &TestApp, url: &str, content_type: &str, body: Vec<u8>) -> u16 {
+    app.http
+        .put(app.absolute(url))
+        .header("content-type", content_type)
+        .body(body)
+        .send()
+        .await
+        .expect("a PUT answer")
+        .status()
+        .as_u16()
+}
+
+/// The path and query of a URL the server gave (absolute or not).
+fn path_of(url: &str) -> String {
+    match url.find("://") {
+        Some(i) => {
+            let rest = &url[i + 3..];
+            rest[rest.find('/').unwrap_or(rest.len())..].to_owned()
+        }
+        None => url.to_owned(),
+    }
+}
+
+/// Sends `request` as it is over a new connection; the answer's status.
+async fn raw_status(app: &TestApp, request: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(request.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    let _ = conn.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// `url` with its `sig` query value replaced.
+fn with_sig(url: &str, sig: &str) -> String {
+    let (head, rest) = url.split_once("sig=").expect("a signed URL");
+    let tail = rest.find('&').map(|i| &rest[i..]).unwrap_or("");
+    format!("{head}sig={sig}{tail}")
+}
+
+fn sig_of(url: &str) -> String {
+    let rest = url.split_once("sig=").expect("a signed URL").1;
+    rest.split('&').next().unwrap_or_default().to_owned()
+}
+
+/// Local media signatures: every 1-byte tag (all 256), a truncated real
+/// tag and the real tag with a byte more are refused on GET and PUT alike;
+/// only the full tag issued works. A ticket takes one PUT of exactly its
+/// bytes: a second PUT, or ten at once, get one success between them, and
+/// a body of another length, or one without a length, is refused before a
+/// byte is stored.
+async fn media_signatures_and_tickets_are_exact(app: &TestApp) {
+    use base64::Engine;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let owner = app.sign_up("owner").await;
+    let png = crate::support::fixture("gps.png");
+    let media = app.upload_fixture(&owner, "gps.png").await;
+    let posted = app
+        .ok(owner.token(), POST_MEDIA, json!({ "m": media["id"] }))
+        .await;
+    let url = posted["createStatus"]["media"]["url"]
+        .as_str()
+        .expect("a media URL")
+        .to_owned();
+    let real = URL_SAFE_NO_PAD.decode(sig_of(&url)).expect("base64");
+    assert_eq!(real.len(), 16);
+    let keys_before = app.store_keys().await.len();
+    for b in 0..=255u8 {
+        let forged = with_sig(&url, &URL_SAFE_NO_PAD.encode([b]));
+        assert_eq!(app.fetch(&forged).await.0.as_u16(), 403, "GET with tag {b}");
+    }
+    for n in [1, 8, 15] {
+        let short = with_sig(&url, &URL_SAFE_NO_PAD.encode(&real[..n]));
+        assert_eq!(app.fetch(&short).await.0.as_u16(), 403, "{n}-byte prefix");
+    }
+    let mut longer = real.clone();
+    longer.push(0);
+    let long = with_sig(&url, &URL_SAFE_NO_PAD.encode(&longer));
+    assert_eq!(app.fetch(&long).await.0.as_u16(), 403);
+    assert_eq!(app.fetch(&url).await.0.as_u16(), 200);
+
+    // PUT: a 70-byte ticket and a forged URL for a larger body.
+    let ticket = |size: usize| {
+        let token = owner.token.clone();
+        async move {
+            app.ok(
+                Some(&token),
+                TICKET,
+                json!({ "i": { "contentType": "image/png", "byteSize": size } }),
+            )
+            .await["requestMediaUpload"]
+                .clone()
+        }
+    };
+    let t = ticket(70).await;
+    let put_url = t["uploadUrl"].as_str().expect("an upload URL").to_owned();
+    let html = b"<html>".repeat(200).to_vec();
+    for b in 0..=255u8 {
+        let forged = with_sig(&put_url, &URL_SAFE_NO_PAD.encode([b]));
+        assert_eq!(
+            put_to(app, &forged, "text/html", html.clone()).await,
+            403,
+            "PUT with tag {b}"
+        );
+    }
+    // The signed length, but no Content-Length (chunked): refused.
+    let status = raw_status(
+        app,
+        &format!(
+            "PUT {} HTTP/1.1\r\nHost: x\r\nContent-Type: image/png\r\n\
+             Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            path_of(&put_url)
+        ),
+    )
+    .await;
+    assert_eq!(status, 411);
+    assert_eq!(app.store_keys().await.len(), keys_before);
+
+    // One PUT per ticket: the second is refused, and ten at once get one 200.
+    let t = ticket(png.len()).await;
+    let put_url = t["uploadUrl"].as_str().expect("an upload URL").to_owned();
+    assert_eq!(put_to(app, &put_url, "image/png", png.clone()).await, 200);
+    assert_eq!(put_to(app, &put_url, "image/png", png.clone()).await, 409);
+    let t = ticket(png.len()).await;
+    let put_url = t["uploadUrl"].as_str().expect("an upload URL").to_owned();
+    let puts = (0..10).map(|_| put_to(app, &put_url, "image/png", png.clone()));
+    let statuses = futures_util::future::join_all(puts).await;
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 200 || *s == 409),
+        "{statuses:?}"
+    );
+    // Both uploads attach and serve.
+    app.ok(owner.token(), POST_MEDIA, json!({ "m": t["mediaId"] }))
+        .await;
+    still_serving(app).await;
+}
+
+crate::both_backends!(media_signatures_and_tickets_are_exact);
+
+fn tight_quotas(c: &mut ephemera::config::Config) {
+    c.media.upload_pending_max = 10;
+    c.media.upload_bytes_per_day = 1_000;
+}
+
+/// Forty tickets asked for at once: the pending cap (10) and the daily
+/// byte quota hold exactly, on every database, and a refused ticket leaves
+/// no row. Bytes are charged when received, so deleting media does not
+/// give the day's quota back.
+async fn upload_quotas_are_atomic(app: &TestApp) {
+    let u = app.sign_up("burst").await;
+    let asks = (0..40).map(|_| {
+        app.gql(
+            u.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 10 } }),
+        )
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    let granted = answers.iter().filter(|a| a["errors"].is_null()).count();
+    assert_eq!(granted, 10, "{answers:?}");
+    for refused in answers.iter().filter(|a| !a["errors"].is_null()) {
+        assert_eq!(error_code(refused), "RATE_LIMITED", "{refused}");
+        assert!(refused["errors"][0]["extensions"]["retryAfter"].as_u64() >= Some(1));
+    }
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM media").await, 10);
+
+    // The byte quota: 1,000 bytes a day, asked for as 40 × 100 at once by
+    // an account with no pending tickets.
+    let v = app.sign_up("bytes").await;
+    let asks = (0..40).map(|_| {
+        app.gql(
+            v.token(),
+            TICKET,
+            json!({ "i": { "contentType": "image/png", "byteSize": 100 } }),
+        )
+    });
+    let answers = futures_util::future::join_all(asks).await;
+    let granted = answers.iter().filter(|a| a["errors"].is_null()).count();
+    assert_eq!(granted, 10, "{answers:?}");
+    let charged = app
+        .count(&format!(
+            "SELECT CAST(SUM(bytes) AS BIGINT) AS n FROM upload_charges WHERE owner_id = {}",
+            v.id
+        ))
+        .await;
+    assert_eq!(charged, 1_000);
+}
+
+crate::both_backends_with!(tight_quotas => upload_quotas_are_atomic);
+
+fn two_a_minute(c: &mut ephemera::config::Config) {
+    let two: ephemera::throttle::Rate = "2/1m".parse().expect("a rate");
+    let l = &mut c.limits;
+    for rate in [
+        &mut l.rate_posts,
+        &mut l.rate_deletes,
+        &mut l.rate_likes,
+        &mut l.rate_seen,
+        &mut l.rate_social,
+        &mut l.rate_reports,
+        &mut l.rate_media,
+        &mut l.rate_moderation,
+    ] {
+        *rate = two;
+    }
+}
+
+/// Every kind of write is limited per account: at 2 a minute, the third
+/// of each kind is `RATE_LIMITED` with `retryAfter` (whatever the first two
+/// answered), aliased into one request or sent one by one; another
+/// account is not slowed; the pace refills with time; nothing is stored
+/// by a refused write.
+async fn every_write_is_rate_limited_per_account(app: &TestApp) {
+    let a = app.sign_up("writer").await;
+    let b = app.sign_up("bystander").await;
+    let writes: Vec<(&str, &str, Value)> = vec![
+        (
+            "post",
+            "mutation { createStatus(input: { caption: \"s\" }) { id } }",
+            json!({}),
+        ),
+        ("delete", "mutation { deleteStatus(id: \"1\") }", json!({})),
+        (
+            "like",
+            "mutation { toggleMomentLike(momentId: \"1\") { id } }",
+            json!({}),
+        ),
+        (
+            "seen",
+            "mutation { markStatusSeen(id: \"1\") { id } }",
+            json!({}),
+        ),
+        (
+            "social",
+            "mutation($u: ID!) { muteUser(userId: $u) }",
+            json!({ "u": b.id }),
+        ),
+        (
+            "report",
+            "mutation($u: ID!) { report(input: { subjectId: $u, reason: SPAM }) { id } }",
+            json!({ "u": b.id }),
+        ),
+        (
+            "media",
+            "mutation { requestMediaUpload(input: { contentType: \"image/png\", byteSize: 10 }) { mediaId } }",
+            json!({}),
+        ),
+        (
+            "moderate",
+            "mutation($u: ID!) { reinstateUser(userId: $u) }",
+            json!({ "u": b.id }),
+        ),
+    ];
+    for (kind, mutation, vars) in &writes {
+        for _ in 0..2 {
+            let resp = app.gql(a.token(), mutation, vars.clone()).await;
+            assert_ne!(
+                resp["errors"][0]["extensions"]["code"], "RATE_LIMITED",
+                "{kind}: {resp}"
+            );
+        }
+        let resp = app.gql(a.token(), mutation, vars.clone()).await;
+        assert_eq!(error_code(&resp), "RATE_LIMITED", "{kind}: {resp}");
+        assert!(
+            resp["errors"][0]["extensions"]["retryAfter"].as_u64() >= Some(1),
+            "{kind}: {resp}"
+        );
+        assert!(message(&resp).contains(kind), "{kind}: {resp}");
+    }
+    // The mutes and reports counted: two each, the third stored nothing.
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM user_relations").await,
+        1,
+        "a mute is idempotent"
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM reports").await, 1);
+    // Aliased into one request: the first two of five posts (of a fresh
+    // account) pass, the other three are refused, and three statuses are
+    // not stored.
+    let c = app.sign_up("aliaser").await;
+    let five = "mutation { a: createStatus(input: { caption: \"1\" }) { id } b: createStatus(input: { caption: \"2\" }) { id } c: createStatus(input: { caption: \"3\" }) { id } d: createStatus(input: { caption: \"4\" }) { id } e: createStatus(input: { caption: \"5\" }) { id } }";
+    let resp = app.gql(c.token(), five, json!({})).await;
+    let limited = resp["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter(|e| e["extensions"]["code"] == "RATE_LIMITED")
+        .count();
+    assert_eq!(limited, 3, "{resp}");
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}",
+            c.id
+        ))
+        .await,
+        2
+    );
+    // Another account posts as ever.
+    app.ok(
+        b.token(),
+        "mutation { createStatus(input: { caption: \"b\" }) { id } }",
+        json!({}),
+    )
+    .await;
+    // 2 a minute: one more after 30 s.
+    app.clock.advance(std::time::Duration::from_secs(31));
+    let post = "mutation { createStatus(input: { caption: \"later\" }) { id } }";
+    app.ok(a.token(), post, json!({})).await;
+    assert_eq!(
+        error_code(&app.gql(a.token(), post, json!({})).await),
+        "RATE_LIMITED"
+    );
+    still_serving(app).await;
+}
+
+crate::both_backends_with!(two_a_minute => every_write_is_rate_limited_per_account);
+
+/// Limits hold across instances: two server processes on one PostgreSQL
+/// give one account the same three posts a minute as one, and the same
+/// password attempts per address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_hold_across_instances() {
+    let cluster = crate::support::cluster::Cluster::new().await;
+    let limits = [
+        ("EPHEMERA_RATE_POSTS", "3/1m"),
+        ("EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", "4"),
+        ("EPHEMERA_AUTH_ATTEMPTS_BURST", "4"),
+    ];
+    let one = cluster.spawn(&limits).await;
+    let two = cluster.spawn(&limits).await;
+    // Sign-up is a password attempt too: 2 here.
+    let u = one.sign_up("everywhere").await;
+    let post = "mutation { createStatus(input: { caption: \"x\" }) { id } }";
+    one.ok(u.token(), post, json!({})).await;
+    two.ok(u.token(), post, json!({})).await;
+    one.ok(u.token(), post, json!({})).await;
+    for instance in [&one, &two] {
+        let resp = instance.gql(u.token(), post, json!({})).await;
+        assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    }
+    assert_eq!(cluster.count("SELECT COUNT(*) AS n FROM statuses").await, 3);
+    // Password attempts from this address: 4 in all (a burst of 4), one
+    // used by the sign-up; then both instances refuse.
+    let sign_in = "mutation { signIn(input: { username: \"everywhere\", password: \"wrong-password\" }) { token } }";
+    let mut codes = Vec::new();
+    for i in 0..5 {
+        let instance = if i % 2 == 0 { &one } else { &two };
+        codes.push(error_code(&instance.gql(None, sign_in, json!({})).await));
+    }
+    assert_eq!(
+        codes,
+        [
+            "UNAUTHENTICATED",
+            "UNAUTHENTICATED",
+            "UNAUTHENTICATED",
+            "RATE_LIMITED",
+            "RATE_LIMITED"
+        ],
+        "{codes:?}"
+    );
+    drop((one, two));
+    cluster.finish().await;
+}
+
+const SIGN_IN: &str = "mutation($u: String!, $p: String!) { signIn(input: { username: $u, password: $p }) { token } }";
+
+/// A sign-in in flight while a suspension or a password change commits:
+/// after both have answered, no session authorised before the change
+/// exists (rows counted), and a token the sign-in returned does not work.
+/// Twelve trials of each, the sign-in started first each time.
+async fn sign_ins_racing_suspension_or_password_change_leave_no_session(app: &TestApp) {
+    let moderator = app.sign_up("warden").await;
+    ephemera::domain::moderation::set_moderator(&app.state.db, "warden", true)
+        .await
+        .expect("a moderator");
+    let viewer = "{ viewer { id } }";
+    for trial in 0..12 {
+        let name = format!("racer{trial}");
+        let u = app.sign_up(&name).await;
+        let suspend = "mutation($u: ID!) { suspendUser(userId: $u, reason: \"spam\") }";
+        let (signed, suspended) = tokio::join!(
+            app.gql(None, SIGN_IN, json!({ "u": name, "p": "password123" })),
+            async {
+                tokio::task::yield_now().await;
+                app.gql(moderator.token(), suspend, json!({ "u": u.id }))
+                    .await
+            }
+        );
+        assert!(suspended["errors"].is_null(), "{suspended}");
+        let sessions = app
+            .count(&format!(
+                "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
+                u.id
+            ))
+            .await;
+        assert_eq!(sessions, 0, "trial {trial}: {signed}");
+        if let Some(token) = signed["data"]["signIn"]["token"].as_str() {
+            let resp = app.gql(Some(token), viewer, json!({})).await;
+            assert!(resp["data"]["viewer"].is_null(), "trial {trial}: {resp}");
+        } else {
+            assert_eq!(error_code(&signed), "FORBIDDEN", "{signed}");
+        }
+    }
+    let change = "mutation { changePassword(currentPassword: \"password123\", newPassword: \"password456\") { token } }";
+    for trial in 0..12 {
+        let name = format!("changer{trial}");
+        let u = app.sign_up(&name).await;
+        let (signed, changed) = tokio::join!(
+            app.gql(None, SIGN_IN, json!({ "u": name, "p": "password123" })),
+            async {
+                tokio::task::yield_now().await;
+                app.gql(u.token(), change, json!({})).await
+            }
+        );
+        let new_token = changed["data"]["changePassword"]["token"]
+            .as_str()
+            .expect("the change commits")
+            .to_owned();
+        // The change's own session is the only one.
+        let sessions = app
+            .count(&format!(
+                "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
+                u.id
+            ))
+            .await;
+        assert_eq!(sessions, 1, "trial {trial}: {signed}");
+        if let Some(token) = signed["data"]["signIn"]["token"].as_str() {
+            let resp = app.gql(Some(token), viewer, json!({})).await;
+            assert!(resp["data"]["viewer"].is_null(), "trial {trial}: {resp}");
+        }
+        let resp = app.ok(Some(&new_token), viewer, json!({})).await;
+        assert_eq!(resp["viewer"]["id"], u.id.as_str());
+    }
+}
+
+crate::both_backends!(sign_ins_racing_suspension_or_password_change_leave_no_session);
+
+/// A moderator cannot suspend another moderator (`FORBIDDEN`, nothing
+/// changes); `ephemera users reinstate NAME` lifts any suspension.
+async fn moderators_cannot_suspend_moderators(app: &TestApp) {
+    let a = app.sign_up("mod_a").await;
+    let b = app.sign_up("mod_b").await;
+    let c = app.sign_up("plain").await;
+    for name in ["mod_a", "mod_b"] {
+        ephemera::domain::moderation::set_moderator(&app.state.db, name, true)
+            .await
+            .expect("a moderator");
+    }
+    let suspend = "mutation($u: ID!) { suspendUser(userId: $u, reason: \"x\") }";
+    let resp = app.gql(a.token(), suspend, json!({ "u": b.id })).await;
+    assert_eq!(error_code(&resp), "FORBIDDEN", "{resp}");
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM users WHERE suspended_at IS NOT NULL")
+            .await,
+        0
+    );
+    app.ok(b.token(), "{ viewer { id } }", json!({})).await;
+    app.ok(a.token(), suspend, json!({ "u": c.id })).await;
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_ephemera"))
+        .args(["users", "reinstate", "PLAIN"])
+        .env("DATABASE_URL", &app.database_url)
+        .env(
+            "EPHEMERA_DATA_DIR",
+            app.state.config.server.data_dir.clone(),
+        )
+        .env("EPHEMERA_JWT_SECRET", crate::support::JWT_SECRET)
+        .env("EPHEMERA_LOG", "warn")
+        .output()
+        .await
+        .expect("the command runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "PLAIN is reinstated"
+    );
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM users WHERE suspended_at IS NOT NULL")
+            .await,
+        0
+    );
+    app.ok(None, SIGN_IN, json!({ "u": "plain", "p": "password123" }))
+        .await;
+}
+
+crate::both_backends!(moderators_cannot_suspend_moderators);

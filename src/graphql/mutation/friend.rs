@@ -4,7 +4,8 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::friend;
 use crate::graphql::types::{FriendshipState, require_id};
-use crate::graphql::{app, member};
+use crate::graphql::{app, writer};
+use crate::throttle::Write;
 
 #[derive(Default)]
 pub struct FriendMutation;
@@ -13,7 +14,7 @@ pub struct FriendMutation;
 impl FriendMutation {
     /// Asking yourself is BAD_USER_INPUT; an unknown user is NOT_FOUND (so for the other friend mutations).
     async fn send_friend_request(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Social).await?;
         let other = require_id(&user_id, "user")?;
         let app = app(ctx)?;
         let state = friend::send_request(&app.db, v, other, app.clock.now()).await?;
@@ -26,7 +27,7 @@ impl FriendMutation {
         ctx: &Context<'_>,
         user_id: ID,
     ) -> Result<FriendshipState> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Social).await?;
         let other = require_id(&user_id, "user")?;
         let app = app(ctx)?;
         let state = friend::accept_request(&app.db, v, other, app.clock.now()).await?;
@@ -35,7 +36,7 @@ impl FriendMutation {
 
     /// Removes a friend, declines an incoming request or cancels an outgoing one.
     async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Social).await?;
         let other = require_id(&user_id, "user")?;
         Ok(friend::remove(&app(ctx)?.db, v, other).await?.into())
     }

@@ -9,7 +9,8 @@ use crate::error::AppError;
 use crate::graphql::types::{
     DateTime, HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload, id,
 };
-use crate::graphql::{app, member};
+use crate::graphql::{app, writer};
+use crate::throttle::Write;
 
 #[derive(Default)]
 pub struct MediaMutation;
@@ -18,7 +19,7 @@ pub struct MediaMutation;
 impl MediaMutation {
     /// Stores an image (GraphQL multipart request). At most 15 MB; JPEG, PNG, GIF, WebP, HEIC or HEIF, judged by the file's bytes, not its name or declared type.
     async fn upload_media(&self, ctx: &Context<'_>, file: Upload) -> Result<Media> {
-        let owner = member(ctx).await?;
+        let owner = writer(ctx, Write::Media).await?;
         let app = app(ctx)?;
         let value = file
             .value(ctx)
@@ -45,7 +46,7 @@ impl MediaMutation {
         ctx: &Context<'_>,
         input: MediaUploadInput,
     ) -> Result<MediaUploadTicket> {
-        let owner = member(ctx).await?;
+        let owner = writer(ctx, Write::Media).await?;
         let app = app(ctx)?;
         let ticket = media::request_upload(
             &app.db,

@@ -5,7 +5,8 @@ use async_graphql::{Context, ID, Object, Result};
 use crate::domain::like::{self, LikeChange};
 use crate::domain::moment::{self, NewMoment};
 use crate::graphql::types::{CreateMomentInput, Moment, Visibility, id, require_id};
-use crate::graphql::{app, member};
+use crate::graphql::{app, writer};
+use crate::throttle::Write;
 
 #[derive(Default)]
 pub struct MomentMutation;
@@ -14,7 +15,7 @@ pub struct MomentMutation;
 impl MomentMutation {
     /// Posts a moment: an uploaded image at a place, for `durationHours` (or journaled with 0).
     async fn create_moment(&self, ctx: &Context<'_>, input: CreateMomentInput) -> Result<Moment> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Post).await?;
         let media_id = require_id(&input.media_id, "media")?;
         let location_id = input
             .location_id
@@ -46,7 +47,7 @@ impl MomentMutation {
 
     /// Only the author may delete. The moment disappears at once and can be restored for 7 days; then it and its media are gone.
     async fn delete_moment(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Delete).await?;
         let n = require_id(&id, "moment")?;
         let app = app(ctx)?;
         let deleted = moment::delete(&app.db, v, n, app.clock.now()).await?;
@@ -56,7 +57,7 @@ impl MomentMutation {
 
     /// Undoes deleteMoment within the 7-day grace, for the author only.
     async fn restore_moment(&self, ctx: &Context<'_>, id: ID) -> Result<Moment> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Delete).await?;
         let n = require_id(&id, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();
@@ -68,7 +69,7 @@ impl MomentMutation {
 
     /// Likes if the viewer has not, unlikes if it has. One like per (moment, user), whatever the concurrency.
     async fn toggle_moment_like(&self, ctx: &Context<'_>, moment_id: ID) -> Result<Moment> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Like).await?;
         let n = require_id(&moment_id, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();
@@ -84,7 +85,7 @@ impl MomentMutation {
         moment_id: ID,
         liked: bool,
     ) -> Result<Moment> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Like).await?;
         let n = require_id(&moment_id, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();

@@ -5,14 +5,15 @@ use async_graphql::{Context, ID, Object, Result};
 use crate::domain::moderation::{self, NewReport};
 use crate::domain::safety::{self, Relation};
 use crate::graphql::types::{Report, ReportInput, require_id};
-use crate::graphql::{app, member};
+use crate::graphql::{app, writer};
+use crate::throttle::Write;
 
 #[derive(Default)]
 pub struct SafetyMutation;
 
 impl SafetyMutation {
     async fn relate(ctx: &Context<'_>, user_id: &ID, list: Relation, on: bool) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Social).await?;
         let other = require_id(user_id, "user")?;
         let app = app(ctx)?;
         if on {
@@ -68,7 +69,7 @@ impl SafetyMutation {
 
     /// Reports a status, moment or user the viewer can see (NOT_FOUND otherwise; oneself or one's own content is BAD_USER_INPUT). Reporting the same thing again while the first report is open returns that report.
     async fn report(&self, ctx: &Context<'_>, input: ReportInput) -> Result<Report> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Report).await?;
         let subject_id = require_id(&input.subject_id, "subject")?;
         let app = app(ctx)?;
         let report = moderation::report(
@@ -88,7 +89,7 @@ impl SafetyMutation {
 
     /// Moderators only (FORBIDDEN otherwise): deletes a status or moment at once with its media, tells its author why (their moderationNotices), and resolves the open reports about it. Returns its id.
     async fn take_down(&self, ctx: &Context<'_>, id: ID, reason: String) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Moderate).await?;
         let n = require_id(&id, "status or moment")?;
         let app = app(ctx)?;
         moderation::take_down(&app.db, &app.ids, v, n, reason, app.clock.now()).await?;
@@ -102,7 +103,7 @@ impl SafetyMutation {
         id: ID,
         resolution: String,
     ) -> Result<Report> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Moderate).await?;
         let n = require_id(&id, "report")?;
         let app = app(ctx)?;
         let report = moderation::resolve(&app.db, v, n, resolution, app.clock.now()).await?;
@@ -111,7 +112,7 @@ impl SafetyMutation {
 
     /// Moderators only: suspends an account. Its tokens stop working, it cannot sign in (FORBIDDEN, with the reason), and its profile and content disappear from every path until reinstateUser. Returns its id.
     async fn suspend_user(&self, ctx: &Context<'_>, user_id: ID, reason: String) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Moderate).await?;
         let n = require_id(&user_id, "user")?;
         let app = app(ctx)?;
         moderation::suspend(
@@ -129,7 +130,7 @@ impl SafetyMutation {
 
     /// Moderators only: lifts a suspension; the account and its content are back.
     async fn reinstate_user(&self, ctx: &Context<'_>, user_id: ID) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Moderate).await?;
         let n = require_id(&user_id, "user")?;
         moderation::reinstate(&app(ctx)?.db, v, n).await?;
         Ok(user_id)

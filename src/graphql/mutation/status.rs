@@ -4,7 +4,8 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::status;
 use crate::graphql::types::{CreateStatusInput, Status, id, require_id};
-use crate::graphql::{app, member};
+use crate::graphql::{app, writer};
+use crate::throttle::Write;
 
 #[derive(Default)]
 pub struct StatusMutation;
@@ -13,7 +14,7 @@ pub struct StatusMutation;
 impl StatusMutation {
     /// Posts a status that lives 24 hours (the server's configured TTL). At least one of mediaId and caption. Its audience is FRIENDS unless the input says otherwise.
     async fn create_status(&self, ctx: &Context<'_>, input: CreateStatusInput) -> Result<Status> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Post).await?;
         let media_id = input
             .media_id
             .as_ref()
@@ -41,7 +42,7 @@ impl StatusMutation {
 
     /// Only the author may delete; returns the deleted id. Its media is deleted too.
     async fn delete_status(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Delete).await?;
         let n = require_id(&id, "status")?;
         let app = app(ctx)?;
         let deleted = status::delete(&app.db, v, n, app.clock.now()).await?;
@@ -51,7 +52,7 @@ impl StatusMutation {
 
     /// Records that the viewer saw a live status; idempotent.
     async fn mark_status_seen(&self, ctx: &Context<'_>, id: ID) -> Result<Status> {
-        let v = member(ctx).await?;
+        let v = writer(ctx, Write::Seen).await?;
         let n = require_id(&id, "status")?;
         let app = app(ctx)?;
         let seen = status::mark_seen(&app.db, v, n, app.clock.now()).await?;

@@ -5,7 +5,8 @@ use async_graphql::{Context, Object, Result};
 use crate::auth::Bearer;
 use crate::domain::{session, user};
 use crate::graphql::types::{AuthPayload, SignInInput, SignUpInput, User};
-use crate::graphql::{app, member};
+use crate::graphql::{app, member, writer};
+use crate::throttle::Write;
 use crate::throttle::{ClientAddr, PasswordBudget};
 
 /// The client's address, where the transport knows it.
@@ -77,7 +78,7 @@ impl UserMutation {
 
     /// Signs this token out: it stops working at once (on other server instances within seconds), and websockets opened with it close. Other sign-ins of the account go on.
     async fn sign_out(&self, ctx: &Context<'_>) -> Result<bool> {
-        member(ctx).await?;
+        writer(ctx, Write::Account).await?;
         let bearer = bearer(ctx)?;
         let app = app(ctx)?;
         session::end(&app.db, &app.accounts, bearer).await?;
@@ -86,7 +87,7 @@ impl UserMutation {
 
     /// Signs every token of the viewer's account out, this one included (a lost phone); returns how many sign-ins ended.
     async fn sign_out_everywhere(&self, ctx: &Context<'_>) -> Result<i32> {
-        let me = member(ctx).await?;
+        let me = writer(ctx, Write::Account).await?;
         let app = app(ctx)?;
         let ended = session::end_all(&app.db, me).await?;
         session::forget_all(&app.accounts, me, &ended);

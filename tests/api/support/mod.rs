@@ -442,6 +442,28 @@ impl std::ops::Deref for TestApp {
     }
 }
 
+/// Sets every per-account write rate, and the catch-up and APQ rates, so
+/// high that no test meets them unless it means to.
+pub fn unlimited_writes(config: &mut Config) {
+    let many: ephemera::throttle::Rate = "1000000/1s".parse().expect("a rate");
+    let l = &mut config.limits;
+    for rate in [
+        &mut l.rate_posts,
+        &mut l.rate_deletes,
+        &mut l.rate_likes,
+        &mut l.rate_seen,
+        &mut l.rate_social,
+        &mut l.rate_reports,
+        &mut l.rate_media,
+        &mut l.rate_moderation,
+        &mut l.rate_account,
+        &mut l.rate_catchup,
+        &mut l.rate_persisted_queries,
+    ] {
+        *rate = many;
+    }
+}
+
 /// The CPU time a server started with [`TestApp::spawn_measured`] spends
 /// from [`ServerCpu::start`] on: user and system time of its runtime's
 /// threads (workers and blocking pool), read from `/proc`. A blocking
@@ -632,6 +654,10 @@ impl TestApp {
         // tests set these low again.
         config.auth.attempts_per_address = 1_000_000;
         config.auth.attempts_per_account = 1_000_000;
+        config.auth.attempts_burst = 1_000_000;
+        // Tests write fast from few accounts; the limit tests set rates of
+        // their own.
+        unlimited_writes(&mut config);
         if let Some(s3) = &s3 {
             config.media.store = MediaStoreKind::S3;
             config.s3.bucket = Some(s3::BUCKET.into());
@@ -913,6 +939,7 @@ impl TestApp {
                 ready_at: Some(at),
                 attached_at: Some(at),
                 upload_expires_at: None,
+                upload_received_at: None,
             };
             insert::row(db, media).await.expect("seed media");
             let (lat, lon) = (seed.latitude + i as f64 * 1e-5, seed.longitude);
