@@ -198,13 +198,13 @@ pub struct LimitsConfig {
     /// Most database statements one GraphQL request (or one websocket
     /// operation's event) may run; past it the request ends with
     /// `RATE_LIMITED`. The backstop behind the complexity limit.
-    #[arg(long, env = "EPHEMERA_REQUEST_MAX_STATEMENTS", default_value_t = 1_000,
+    #[arg(long, env = "EPHEMERA_REQUEST_MAX_STATEMENTS", default_value_t = 500,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub request_max_statements: u32,
 
     /// Most database time (summed over its statements) one GraphQL request
     /// may take; past it the request ends with `RATE_LIMITED`.
-    #[arg(long, env = "EPHEMERA_REQUEST_MAX_DB_TIME", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "EPHEMERA_REQUEST_MAX_DB_TIME", default_value = "2s", value_parser = parse_duration)]
     pub request_max_db_time: Duration,
 }
 

@@ -186,9 +186,20 @@ impl fmt::Debug for AppError {
     }
 }
 
+/// How a statement refused by a request's database budget
+/// ([`crate::db::Budget`]) begins its `DbErr::Custom` text: such an error
+/// is the client's (`RATE_LIMITED`), not an internal failure.
+pub const BUDGET_SPENT: &str = "request budget spent: ";
+
 impl From<sea_orm::DbErr> for AppError {
     fn from(err: sea_orm::DbErr) -> Self {
-        Self::internal("database", err)
+        match &err {
+            sea_orm::DbErr::Custom(m) if m.starts_with(BUDGET_SPENT) => {
+                tracing::warn!(reason = %m, "request refused: database budget");
+                Self::rate_limited(&m[BUDGET_SPENT.len()..], std::time::Duration::from_secs(1))
+            }
+            _ => Self::internal("database", err),
+        }
     }
 }
 

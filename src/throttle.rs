@@ -259,7 +259,8 @@ impl Limiter {
         if let Some(account) = account
             && let Some(wait) = take(
                 db,
-                &format!("password-account:{account}"),
+                // Escaped: a name may hold what a key may not (NUL).
+                &format!("password-account:{}", account.escape_default()),
                 self.per_account,
                 now,
             )
@@ -308,16 +309,20 @@ async fn take<C: ConnectionTrait>(
     let now = now.saturating_mul(1000);
     let t = rate.interval_us();
     let limit = now.saturating_add(t.saturating_mul(i64::from(rate.burst.max(1))));
-    // The key's arrival time, or now if that has passed.
+    // The key's arrival time, or now if that has passed. One past the
+    // limit was stored by a clock ahead of this one (another instance's,
+    // or this one's before it was set back): counted from now instead.
     let start = || {
         Sql::new("(CASE WHEN rate_limits.tat > ")
             .bind(now)
+            .push(" AND rate_limits.tat <= ")
+            .bind(limit)
             .push(" THEN rate_limits.tat ELSE ")
             .bind(now)
             .push(" END)")
     };
     let fits = || start().push(" + ").bind(t).push(" <= ").bind(limit);
-    let spent: Option<Spent> = db::fetch_one(
+    let spent: Option<Spent> = db::fetch_one_retried(
         db,
         Sql::new("INSERT INTO rate_limits (scope, tat, allowed) VALUES (")
             .bind(key.to_owned())

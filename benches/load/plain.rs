@@ -99,7 +99,7 @@ pub async fn measure(bench: &Bench, sets: &[Vec<String>], opts: &Opts) -> SqlRes
     ));
     let workers: Vec<Arc<RequestDb>> = (0..opts.concurrency)
         .map(|_| {
-            let db = RequestDb::new(conn.clone(), stats.clone(), held.clone());
+            let db = RequestDb::new(conn.clone(), stats.clone(), held.clone(), None);
             db.pin();
             Arc::new(db)
         })

@@ -264,7 +264,7 @@ impl Bench {
         let author = self.author_sql();
         self.insert::<media::Entity>(format!(
             "{with}SELECT {base} + i, {author}, 'bench/{prefix}' || i || '.jpg', 'image/jpeg', \
-               150000, 1080, 1920, {created}, {created}, {created}, NULL FROM {from} WHERE {filter}"
+               150000, 1080, 1920, {created}, {created}, {created}, NULL, NULL FROM {from} WHERE {filter}"
         ))
         .await;
     }

@@ -9,6 +9,8 @@
 //! its bytes; the daily quota sums the last 24 hours of it, whatever has
 //! become of the media since. `media.upload_received_at` is set when a
 //! direct upload's PUT claims its ticket, so a ticket takes bytes once.
+//! `moments_standalone` lets a map of a large box read the newest
+//! standalone moments and stop (`domain::map::MAP_SCAN`).
 
 use sea_orm_migration::prelude::*;
 
@@ -31,10 +33,13 @@ CREATE TABLE upload_charges (
 );
 CREATE INDEX upload_charges_charged ON upload_charges (charged_at);
 
-ALTER TABLE media ADD COLUMN upload_received_at BIGINT
+ALTER TABLE media ADD COLUMN upload_received_at BIGINT;
+
+CREATE INDEX moments_standalone ON moments (created_at, id) WHERE location_id IS NULL AND deleted_at IS NULL
 "#;
 
 const DOWN: &str = r#"
+DROP INDEX moments_standalone;
 ALTER TABLE media DROP COLUMN upload_received_at;
 DROP INDEX upload_charges_charged;
 DROP TABLE upload_charges;

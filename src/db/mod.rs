@@ -27,7 +27,7 @@ mod request;
 mod sql;
 
 pub use dialect::Dialect;
-pub use request::{QueryConnections, RequestDb};
+pub use request::{Budget, QueryConnections, RequestDb};
 pub use sql::Sql;
 
 /// Counts the SQL statements the server runs (exposed on `/metrics`).
@@ -221,6 +221,26 @@ pub async fn fetch_one<T: FromQueryResult, C: ConnectionTrait>(
 ) -> AppResult<Option<T>> {
     let dialect = Dialect::of(db);
     let row = read_again_if_dead(|| sql.build(dialect), |s| db.query_one_raw(s)).await?;
+    row.map(|r| T::from_query_result(&r, "").map_err(AppError::from))
+        .transpose()
+}
+
+/// [`fetch_one`] for a write that may run twice without harm (a rate
+/// limit's count, whose second run after a dead connection at worst counts
+/// one attempt more): run again, like a read, if its connection was dead.
+pub async fn fetch_one_retried<T: FromQueryResult, C: ConnectionTrait>(
+    db: &C,
+    sql: Sql,
+) -> AppResult<Option<T>> {
+    let dialect = Dialect::of(db);
+    let stmt = sql.build(dialect);
+    let row = match db.query_one_raw(stmt.clone()).await {
+        Err(e) if is_disconnect(&e) => {
+            tracing::warn!(error = %e, "a connection was gone; running the statement again");
+            db.query_one_raw(stmt).await
+        }
+        result => result,
+    }?;
     row.map(|r| T::from_query_result(&r, "").map_err(AppError::from))
         .transpose()
 }

@@ -19,8 +19,8 @@
 //! another.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use sea_orm::sqlx;
 use sea_orm::{
@@ -140,6 +140,72 @@ struct Slot {
     busy: bool,
 }
 
+/// What one request may spend on the database: statements, and time
+/// spent in them (summed). The backstop behind the complexity limit, which
+/// prices what a query declares: this counts what it does. Past either, the
+/// statement is not run (or is cut off when it runs past the time left) and
+/// fails with [`crate::error::BUDGET_SPENT`], which clients see as
+/// `RATE_LIMITED`; so do the request's later statements.
+#[derive(Debug)]
+pub struct Budget {
+    max_statements: u32,
+    max_time: Duration,
+    statements: AtomicU32,
+    spent_us: AtomicU64,
+}
+
+impl Budget {
+    pub fn new(max_statements: u32, max_time: Duration) -> Self {
+        Self {
+            max_statements,
+            max_time,
+            statements: AtomicU32::new(0),
+            spent_us: AtomicU64::new(0),
+        }
+    }
+
+    fn spent(&self) -> Duration {
+        Duration::from_micros(self.spent_us.load(Ordering::Relaxed))
+    }
+
+    /// Takes one statement; the time it may run, or why it may not.
+    fn take(&self) -> Result<Duration, DbErr> {
+        let n = self.statements.fetch_add(1, Ordering::Relaxed);
+        if n >= self.max_statements {
+            return Err(spent(format!(
+                "this request ran its {} database statements; ask for less at once",
+                self.max_statements
+            )));
+        }
+        let left = self.max_time.saturating_sub(self.spent());
+        if left.is_zero() {
+            return Err(self.out_of_time());
+        }
+        Ok(left)
+    }
+
+    fn out_of_time(&self) -> DbErr {
+        spent(format!(
+            "this request used its {} of database time; ask for less at once",
+            humantime::format_duration(self.max_time)
+        ))
+    }
+
+    fn record(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.spent_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Statements run (or refused) so far.
+    pub fn statements(&self) -> u32 {
+        self.statements.load(Ordering::Relaxed)
+    }
+}
+
+fn spent(message: String) -> DbErr {
+    DbErr::Custom(format!("{}{message}", crate::error::BUDGET_SPENT))
+}
+
 /// The database as one request sees it (see the module docs).
 pub struct RequestDb {
     db: DatabaseConnection,
@@ -149,17 +215,48 @@ pub struct RequestDb {
     /// is known to be a query; never for the subscriptions' shared loaders).
     pinned: AtomicBool,
     slot: Mutex<Slot>,
+    /// What the request may still spend (none for the subscriptions'
+    /// shared loaders, which serve many events).
+    budget: Option<Budget>,
 }
 
 impl RequestDb {
-    pub fn new(db: DatabaseConnection, stats: Arc<DbStats>, conns: Arc<QueryConnections>) -> Self {
+    pub fn new(
+        db: DatabaseConnection,
+        stats: Arc<DbStats>,
+        conns: Arc<QueryConnections>,
+        budget: Option<Budget>,
+    ) -> Self {
         Self {
             db,
             stats,
             conns,
             pinned: AtomicBool::new(false),
             slot: Mutex::new(Slot::default()),
+            budget,
         }
+    }
+
+    /// The request's budget, if it has one.
+    pub fn budget(&self) -> Option<&Budget> {
+        self.budget.as_ref()
+    }
+
+    /// Runs `statement` within the request's budget: refused before it
+    /// runs once the budget is spent, cut off if it runs past the time
+    /// left, its time added to what was spent.
+    async fn metered<T>(
+        &self,
+        statement: impl Future<Output = Result<T, DbErr>>,
+    ) -> Result<T, DbErr> {
+        let Some(budget) = &self.budget else {
+            return statement.await;
+        };
+        let left = budget.take()?;
+        let started = Instant::now();
+        let result = tokio::time::timeout(left, statement).await;
+        budget.record(started.elapsed());
+        result.unwrap_or_else(|_| Err(budget.out_of_time()))
     }
 
     /// From now on, runs the request's statements on one connection.
@@ -231,31 +328,40 @@ impl ConnectionTrait for RequestDb {
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        if self.is_pinned() {
-            self.on_held(&stmt, exec).await
-        } else {
-            self.db.execute_raw(stmt).await
-        }
+        self.metered(async {
+            if self.is_pinned() {
+                self.on_held(&stmt, exec).await
+            } else {
+                self.db.execute_raw(stmt).await
+            }
+        })
+        .await
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.db.execute_unprepared(sql).await
+        self.metered(self.db.execute_unprepared(sql)).await
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        if self.is_pinned() {
-            self.on_held(&stmt, one).await
-        } else {
-            self.db.query_one_raw(stmt).await
-        }
+        self.metered(async {
+            if self.is_pinned() {
+                self.on_held(&stmt, one).await
+            } else {
+                self.db.query_one_raw(stmt).await
+            }
+        })
+        .await
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if self.is_pinned() {
-            self.on_held(&stmt, all).await
-        } else {
-            self.db.query_all_raw(stmt).await
-        }
+        self.metered(async {
+            if self.is_pinned() {
+                self.on_held(&stmt, all).await
+            } else {
+                self.db.query_all_raw(stmt).await
+            }
+        })
+        .await
     }
 
     fn support_returning(&self) -> bool {

@@ -10,7 +10,10 @@
 //! first, and merged, so what is read follows the markers returned; a larger
 //! box reads the moments in it. Location badges come from per-location
 //! counters (`domain::location::visible_counts`), so they cost the same
-//! whether a place holds ten moments or ten thousand.
+//! whether a place holds ten moments or ten thousand. A box larger than a
+//! city reads at most [`MAP_SCAN`] standalone moments (the newest, along
+//! an index) and [`MAP_SCAN`] locations, whatever it holds: the answer is
+//! then `truncated`.
 //! Markers are ordered by their newest moment, newest first; when more than
 //! `limit` are in the box the newest `limit` are kept and `truncated` is set.
 
@@ -134,20 +137,50 @@ pub fn standalone_query(
     let viewer = viewer.unwrap_or(0);
     match bbox.cells(MERGE_CELLS) {
         Some(cells) => standalone_by_cell(dialect, &cells, bbox, viewer, fetch, now),
-        None => {
-            let (from, in_box) = in_box(dialect, "moments", "m", bbox);
-            Sql::new("SELECT ")
-                .append(super::moment::columns("m", viewer))
-                .push(" FROM ")
-                .append(from)
-                .push(" WHERE m.location_id IS NULL AND m.deleted_at IS NULL AND ")
-                .append(in_box)
-                .push(" AND ")
-                .append(readable("m", now, viewer, Reach::List))
-                .push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
-                .bind(fetch)
-        }
+        None => Sql::new("SELECT ")
+            .append(super::moment::columns("m", viewer))
+            .push(" FROM (")
+            .append(newest_standalone(dialect, "m.*"))
+            .push(") m WHERE ")
+            .append(edges("m", bbox))
+            .push(" AND ")
+            .append(readable("m", now, viewer, Reach::List))
+            .push(" ORDER BY m.created_at DESC, m.id DESC LIMIT ")
+            .bind(fetch),
     }
+}
+
+/// The most rows a map answer reads of standalone moments, and of
+/// locations, in a box of more than [`MERGE_CELLS`] cells: what one
+/// request for a country or the world may make the database read, however
+/// many moments and places the box holds. Past it the answer is
+/// `truncated` (zoom in to see more).
+pub const MAP_SCAN: i64 = 5_000;
+
+/// The newest [`MAP_SCAN`] standalone moments not deleted, anywhere: a
+/// walk of `moments_standalone` that stops after that many rows.
+fn newest_standalone(dialect: Dialect, columns: &str) -> Sql {
+    Sql::new(&format!(
+        "SELECT {columns} FROM moments m{} WHERE m.location_id IS NULL AND m.deleted_at IS NULL \
+         ORDER BY m.created_at DESC, m.id DESC LIMIT ",
+        dialect.index_hint("moments_standalone")
+    ))
+    .bind(MAP_SCAN)
+}
+
+/// The locations of a large box, at most [`MAP_SCAN`] of them.
+fn capped_locations(dialect: Dialect, bbox: &BoundingBox) -> (Sql, Sql) {
+    let (from, cond) = in_box(dialect, "locations", "l", bbox);
+    (
+        Sql::new("(SELECT l.* FROM ")
+            .append(from)
+            .push(" WHERE ")
+            .append(cond)
+            .push(" LIMIT ")
+            .bind(MAP_SCAN)
+            .push(") l"),
+        Sql::new("1 = 1"),
+    )
 }
 
 /// The ids of the locations in `bbox`, selected the way the badge query
@@ -173,8 +206,31 @@ pub async fn markers<C: ConnectionTrait>(
     let dialect = Dialect::of(db);
     let standalone = standalone_query(dialect, viewer, bbox, fetch, now);
     let moments: Vec<moment::Model> = db::fetch_all(db, standalone).await?;
-    let locations =
-        visible_counts(db, viewer, now, || in_box(dialect, "locations", "l", bbox)).await?;
+    let large = bbox.cells(MERGE_CELLS).is_none();
+    let (locations, mut capped) = if large {
+        let found = visible_counts(db, viewer, now, || capped_locations(dialect, bbox)).await?;
+        let capped = i64::try_from(found.len()).unwrap_or(i64::MAX) >= MAP_SCAN;
+        (found, capped)
+    } else {
+        let found =
+            visible_counts(db, viewer, now, || in_box(dialect, "locations", "l", bbox)).await?;
+        (found, false)
+    };
+    if large && i64::try_from(moments.len()).unwrap_or(i64::MAX) < fetch {
+        // Fewer than asked: the box may hold more beyond the rows read.
+        #[derive(sea_orm::FromQueryResult)]
+        struct Scanned {
+            n: i64,
+        }
+        let scanned: Option<Scanned> = db::fetch_one(
+            db,
+            Sql::new("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM (")
+                .append(newest_standalone(dialect, "m.id"))
+                .push(") s"),
+        )
+        .await?;
+        capped |= scanned.is_some_and(|s| s.n >= MAP_SCAN);
+    }
 
     // Merge by newest moment; a location pin sorts by its newest moment too.
     let mut all: Vec<((i64, i64), Marker)> = moments
@@ -190,7 +246,7 @@ pub async fn markers<C: ConnectionTrait>(
         .collect();
     all.sort_by_key(|m| std::cmp::Reverse(m.0));
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let truncated = all.len() > limit;
+    let truncated = all.len() > limit || capped;
     all.truncate(limit);
     Ok(Markers {
         markers: all.into_iter().map(|(_, m)| m).collect(),

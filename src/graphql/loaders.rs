@@ -75,10 +75,17 @@ impl Loaders {
     }
 
     fn new(state: &AppState, cache: bool) -> Self {
+        // A request's statements are budgeted; the shared loaders serve
+        // every event of long-lived subscriptions and are not.
+        let limits = &state.config.limits;
+        let budget = cache.then(|| {
+            crate::db::Budget::new(limits.request_max_statements, limits.request_max_db_time)
+        });
         let db = Arc::new(RequestDb::new(
             state.db.clone(),
             state.db_stats.clone(),
             state.query_conns.clone(),
+            budget,
         ));
         let b = || Base {
             db: db.clone(),

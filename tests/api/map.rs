@@ -316,7 +316,7 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
     let author = &u.id;
     let rows = [
         insert::select_into::<media::Entity>(Sql::new(&format!(
-            "{} SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL \
+            "{} SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL, NULL \
              FROM g",
             series(20_000)
         ))),

@@ -20,6 +20,7 @@ impl NodeQuery {
     }
 
     /// Many objects at once, in the order asked, null where an id is unknown or not visible; at most 100 ids.
+    #[graphql(complexity = "ids.len().max(1).saturating_mul(child_complexity)")]
     async fn nodes(&self, ctx: &Context<'_>, ids: Vec<ID>) -> Result<Vec<Option<Node>>> {
         if ids.len() > MAX_NODES {
             return Err(AppError::bad_input(format!("at most {MAX_NODES} ids")).into());

@@ -146,7 +146,7 @@ impl Moment {
     }
 
     /// For the author only; null for everyone else. Most recent first.
-    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    #[graphql(complexity = "PER_PARENT_STATEMENT + list_cost(first, None, 20, child_complexity)")]
     async fn likers(
         &self,
         ctx: &Context<'_>,

@@ -1,5 +1,6 @@
 //! Statuses and the story tray.
 
+use crate::graphql::types::moment::PER_PARENT_STATEMENT;
 use std::sync::Arc;
 
 use async_graphql::connection::Connection;
@@ -127,7 +128,7 @@ impl Status {
     }
 
     /// For the author only; null for everyone else. Most recent first.
-    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    #[graphql(complexity = "PER_PARENT_STATEMENT + list_cost(first, None, 20, child_complexity)")]
     async fn viewers(
         &self,
         ctx: &Context<'_>,

@@ -1,5 +1,6 @@
 //! Users and sign-in.
 
+use crate::graphql::types::moment::PER_PARENT_STATEMENT;
 use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
@@ -48,7 +49,7 @@ impl User {
     }
 
     /// This user's live statuses, newest first.
-    #[graphql(complexity = "list_cost(first, last, 10, child_complexity)")]
+    #[graphql(complexity = "PER_PARENT_STATEMENT + list_cost(first, last, 10, child_complexity)")]
     async fn statuses(
         &self,
         ctx: &Context<'_>,
@@ -71,7 +72,7 @@ impl User {
     }
 
     /// This user's live moments that the viewer may see, newest first; journaled: true gives the diary.
-    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    #[graphql(complexity = "PER_PARENT_STATEMENT + list_cost(first, None, 20, child_complexity)")]
     async fn moments(
         &self,
         ctx: &Context<'_>,
@@ -102,7 +103,7 @@ impl User {
     }
 
     /// Accepted friends; visible to the user and their friends, an empty connection to others.
-    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    #[graphql(complexity = "PER_PARENT_STATEMENT + list_cost(first, None, 20, child_complexity)")]
     async fn friends(
         &self,
         ctx: &Context<'_>,
