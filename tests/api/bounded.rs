@@ -658,3 +658,150 @@ async fn moderators_cannot_suspend_moderators(app: &TestApp) {
 }
 
 crate::both_backends!(moderators_cannot_suspend_moderators);
+
+/// Lists are priced by their length and per-parent connections by the
+/// statement each runs: `nodes` of 100 ids (duplicates too) and friends'
+/// statuses are refused by the complexity limit where their item price
+/// multiplies, and pass where it does not.
+async fn prices_follow_the_work(app: &TestApp) {
+    let u = app.sign_up("pricer").await;
+    let id = u.id.as_str();
+    let many = vec![json!(id); 100];
+    let heavy = "query($ids: [ID!]!) { nodes(ids: $ids) { id ... on User { username displayName createdAt friendship } } }";
+    // 100 × 5 fields: under the limit.
+    let data = app.ok(u.token(), heavy, json!({ "ids": many })).await;
+    assert_eq!(data["nodes"].as_array().map(Vec::len), Some(100));
+    // 100 × a connection per item: over it, by variables as by literals.
+    let per_item = "query($ids: [ID!]!) { nodes(ids: $ids) { ... on User { friends(first: 1) { nodes { id } } } } }";
+    let resp = app.gql(u.token(), per_item, json!({ "ids": many })).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    assert!(message(&resp).contains("complexity"), "{resp}");
+    let literal = format!(
+        "{{ nodes(ids: [{}]) {{ ... on User {{ friends(first: 1) {{ nodes {{ id }} }} }} }} }}",
+        vec![format!("\"{id}\""); 100].join(",")
+    );
+    assert_eq!(
+        app.err(u.token(), &literal, json!({})).await,
+        "BAD_USER_INPUT"
+    );
+    // Friends' statuses: one statement per friend.
+    let fof = "query($u: String!) { user(username: $u) { friends(first: 50) { nodes { statuses(first: 50) { nodes { id } } } } } }";
+    let resp = app.gql(u.token(), fof, json!({ "u": "pricer" })).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    let cheap = "query($u: String!) { user(username: $u) { friends(first: 10) { nodes { statuses(first: 5) { nodes { id } } } } } }";
+    app.ok(u.token(), cheap, json!({ "u": "pricer" })).await;
+}
+
+crate::both_backends!(prices_follow_the_work);
+
+fn tight_budget(c: &mut ephemera::config::Config) {
+    c.limits.request_max_statements = 6;
+}
+
+/// The runtime backstop: a request that runs more statements than its
+/// budget ends with `RATE_LIMITED` naming the budget, whatever the static
+/// price let through; the next request has a budget of its own.
+async fn a_request_runs_at_most_its_statements(app: &TestApp) {
+    let mut users = Vec::new();
+    for i in 0..12 {
+        users.push(app.sign_up(&format!("budget{i}")).await);
+    }
+    // Each aliased user lookup by name is a statement of its own.
+    let fields: String = (0..12)
+        .map(|i| format!("u{i}: user(username: \"budget{i}\") {{ id }} "))
+        .collect();
+    let resp = app.gql(None, &format!("{{ {fields} }}"), json!({})).await;
+    let codes: Vec<&str> = resp["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["extensions"]["code"].as_str())
+        .collect();
+    assert!(
+        !codes.is_empty() && codes.iter().all(|c| *c == "RATE_LIMITED"),
+        "{resp}"
+    );
+    assert!(message(&resp).contains("6 database statements"), "{resp}");
+    // Within the budget: answered whole.
+    let data = app
+        .ok(
+            None,
+            "{ a: user(username: \"budget0\") { id } b: user(username: \"budget1\") { id } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["a"]["id"], users[0].id.as_str());
+}
+
+crate::both_backends_with!(tight_budget => a_request_runs_at_most_its_statements);
+
+fn no_db_time(c: &mut ephemera::config::Config) {
+    c.limits.request_max_db_time = std::time::Duration::from_nanos(1);
+}
+
+/// Past its database time a request's statements are cut off:
+/// `RATE_LIMITED`, and the server serves the next request.
+async fn a_request_takes_at_most_its_database_time(app: &TestApp) {
+    let resp = app
+        .gql(
+            None,
+            "{ a: user(username: \"x\") { id } b: user(username: \"y\") { id } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    assert!(message(&resp).contains("database time"), "{resp}");
+    let data = app.ok(None, "{ __typename }", json!({})).await;
+    assert_eq!(data["__typename"], "Query");
+}
+
+crate::both_backends_with!(no_db_time => a_request_takes_at_most_its_database_time);
+
+/// A map of the whole world reads at most `MAP_SCAN` moments and places
+/// however many are stored: with more than that in the box, the answer is
+/// truncated, holds the newest, and takes the same statements.
+async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
+    use ephemera::db::{Dialect, Sql, insert};
+    use ephemera::entity::{media, moment};
+    use sea_orm::ConnectionTrait;
+    let u = app.sign_up("cartographer").await;
+    let db = &app.state.db;
+    let dialect = Dialect::of(db);
+    let n = ephemera::domain::map::MAP_SCAN + 1_000;
+    let series =
+        format!("WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {n})");
+    let place = "((x * 7919) % 170) - 85.0, ((x * 104729) % 360) - 180.0, \
+                 (((x * 7919) % 170) + 5) * 10 * 3600 + ((x * 104729) % 360) * 10";
+    let now = app.clock.now();
+    let author = &u.id;
+    for sql in [
+        insert::select_into::<media::Entity>(Sql::new(&format!(
+            "{series} SELECT 1000000 + x, {author}, 'w/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL, NULL FROM g"
+        ))),
+        insert::select_into::<moment::Entity>(Sql::new(&format!(
+            "{series} SELECT 2000000 + x, {author}, 1000000 + x, NULL, {place}, NULL, 'PUBLIC', TRUE, 0, NULL, {now} - 100000 + x, NULL, 0 FROM g"
+        ))),
+    ] {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
+    }
+    let world = "{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }, limit: 10) { truncated markers { ... on MomentPin { moment { id } } } } }";
+    let (statements, data) = app.statements_during(app.ok(None, world, json!({}))).await;
+    let markers = &data["mapMarkers"];
+    assert_eq!(markers["truncated"], true);
+    let ids: Vec<&str> = markers["markers"]
+        .as_array()
+        .expect("markers")
+        .iter()
+        .filter_map(|m| m["moment"]["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 10);
+    assert_eq!(ids[0], (2_000_000 + n).to_string(), "the newest first");
+    // A small box beside: the same few statements.
+    let city = "{ mapMarkers(bbox: { south: 48.8, west: 2.3, north: 48.9, east: 2.4 }, limit: 10) { truncated } }";
+    let (few, _) = app.statements_during(app.ok(None, city, json!({}))).await;
+    assert!(statements <= few + 2, "world {statements}, city {few}");
+}
+
+crate::both_backends!(a_world_map_reads_a_bounded_number_of_rows);
