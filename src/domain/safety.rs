@@ -43,6 +43,16 @@ impl Relation {
         }
     }
 
+    /// The list's name in messages.
+    fn name(self) -> &'static str {
+        match self {
+            Relation::CloseFriend => "close-friends",
+            Relation::Hide => "hidden-stories",
+            Relation::Mute => "mute",
+            Relation::Block => "block",
+        }
+    }
+
     fn verb(self) -> &'static str {
         match self {
             Relation::CloseFriend => "add yourself to your close friends",
@@ -53,31 +63,43 @@ impl Relation {
     }
 }
 
-/// Puts `other` on the viewer's `list` (idempotent). Yourself is
-/// `BAD_USER_INPUT`; an unknown user, and (but for a block) one the viewer
-/// cannot see (suspended, blocked either way), is `NOT_FOUND`; a close
-/// friend who is not an accepted friend is `BAD_USER_INPUT`.
+/// Puts `other` on the viewer's `list` (idempotent), which holds at most
+/// `max` people. Yourself is `BAD_USER_INPUT`; a user the viewer cannot
+/// see and has no relation to (unknown, suspended, or one who blocked the
+/// viewer) is `NOT_FOUND`, the same answer for each, and nothing is stored;
+/// a close friend who is not an accepted friend is `BAD_USER_INPUT`; a
+/// full list is `BAD_USER_INPUT`. The count and the insert are one
+/// transaction that first locks the viewer's account row, so lists filled
+/// at once hold at most `max` too.
 pub async fn add(
     db: &DatabaseConnection,
     viewer: i64,
     other: i64,
     list: Relation,
+    max: u32,
     now: Millis,
 ) -> AppResult<()> {
     if viewer == other {
         return Err(AppError::bad_input(format!("you cannot {}", list.verb())));
     }
-    // Anyone who exists may be blocked, one who blocked the viewer too (and
-    // blocking again is idempotent); the other lists need someone visible.
-    let found = if list == Relation::Block {
-        user::find_by_id(db, other).await?.is_some()
-    } else {
-        user::is_visible(db, viewer, other).await?
-    };
-    if !found {
+    if !knows(db, viewer, other).await? {
         return Err(AppError::not_found("user not found"));
     }
     let txn = db::begin(db).await?;
+    // A write first: it locks the viewer's row on PostgreSQL and takes
+    // SQLite's write lock, so the count below stays true until the insert.
+    db::execute(
+        &txn,
+        Sql::new("UPDATE users SET id = id WHERE id = ").bind(viewer),
+    )
+    .await?;
+    if !has(&txn, viewer, other, list).await? && count(&txn, viewer, list).await? >= i64::from(max)
+    {
+        return Err(AppError::bad_input(format!(
+            "at most {max} people on one {} list; take someone off first",
+            list.name()
+        )));
+    }
     let insert =
         Sql::new("INSERT INTO user_relations (subject_id, object_id, kind, created_at) SELECT ")
             .bind(viewer)
@@ -115,9 +137,9 @@ pub async fn add(
     Ok(())
 }
 
-/// Takes `other` off the viewer's `list` (idempotent; `NOT_FOUND` for an
-/// unknown user). Unblocking is the blocker's: it removes the viewer's own
-/// block only.
+/// Takes `other` off the viewer's `list` (idempotent). A user the viewer
+/// cannot see and has no relation to is `NOT_FOUND`, as an unknown one is.
+/// Unblocking is the blocker's: it removes the viewer's own block only.
 pub async fn remove(
     db: &DatabaseConnection,
     viewer: i64,
@@ -127,7 +149,7 @@ pub async fn remove(
     if viewer == other {
         return Err(AppError::bad_input(format!("you cannot {}", list.verb())));
     }
-    if user::find_by_id(db, other).await?.is_none() {
+    if !knows(db, viewer, other).await? {
         return Err(AppError::not_found("user not found"));
     }
     db::execute(
@@ -136,6 +158,47 @@ pub async fn remove(
     )
     .await?;
     Ok(())
+}
+
+/// Whether `viewer` may act on `other`: `other` is visible to them, or is
+/// on one of their own lists (a person they blocked is hidden from them,
+/// but known). Anyone else is, to them, no one.
+async fn knows(db: &DatabaseConnection, viewer: i64, other: i64) -> AppResult<bool> {
+    #[derive(sea_orm::FromQueryResult)]
+    struct Row {
+        #[expect(dead_code, reason = "only whether a row exists is read")]
+        object_id: i64,
+    }
+    if user::is_visible(db, viewer, other).await? {
+        return Ok(true);
+    }
+    let listed: Option<Row> = db::fetch_one(
+        db,
+        Sql::new("SELECT object_id FROM user_relations WHERE subject_id = ")
+            .bind(viewer)
+            .push(" AND object_id = ")
+            .bind(other)
+            .push(" LIMIT 1"),
+    )
+    .await?;
+    Ok(listed.is_some())
+}
+
+/// How many people are on the viewer's `list`.
+async fn count<C: ConnectionTrait>(db: &C, viewer: i64, list: Relation) -> AppResult<i64> {
+    #[derive(sea_orm::FromQueryResult)]
+    struct Count {
+        n: i64,
+    }
+    let n: Option<Count> = db::fetch_one(
+        db,
+        Sql::new("SELECT CAST(COUNT(*) AS BIGINT) AS n FROM user_relations WHERE subject_id = ")
+            .bind(viewer)
+            .push(" AND kind = ")
+            .bind(list.kind()),
+    )
+    .await?;
+    Ok(n.map_or(0, |c| c.n))
 }
 
 /// SQL that keeps the one row saying `viewer` keeps `other` on `list`.

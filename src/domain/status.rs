@@ -254,6 +254,7 @@ pub async fn gone<C: ConnectionTrait>(txn: &C, gone: &[GoneStatus], now: Millis)
 
 #[derive(Debug, FromQueryResult)]
 struct AuthorRow {
+    #[expect(dead_code, reason = "read only to take the rows' locks")]
     author_id: i64,
 }
 
@@ -274,19 +275,12 @@ pub async fn delete(db: &DatabaseConnection, viewer: i64, id: i64, now: Millis) 
     )
     .await?;
     if deleted.is_empty() {
-        let owner: Option<AuthorRow> = db::fetch_one(
-            &txn,
-            Sql::new("SELECT s.author_id FROM statuses s WHERE s.id = ")
-                .bind(id)
-                .push(" AND ")
-                .append(live_status("s", now)),
-        )
-        .await?;
-        return Err(match owner {
-            Some(row) if row.author_id != viewer => {
-                AppError::forbidden("only the author may delete a status")
-            }
-            _ => AppError::not_found("status not found"),
+        // Someone else's status is FORBIDDEN only to a viewer who may read
+        // it; one they may not see does not exist for them.
+        txn.rollback().await?;
+        return Err(match find_readable(db, Some(viewer), id, now).await? {
+            Some(_) => AppError::forbidden("only the author may delete a status"),
+            None => AppError::not_found("status not found"),
         });
     }
     gone(&txn, &deleted, now).await?;

@@ -745,7 +745,7 @@ async fn a_request_takes_at_most_its_database_time(app: &TestApp) {
     let resp = app
         .gql(
             None,
-            "{ a: user(username: \"x\") { id } b: user(username: \"y\") { id } }",
+            "{ a: user(username: \"nobody_one\") { id } b: user(username: \"nobody_two\") { id } c: user(username: \"nobody_three\") { id } }",
             json!({}),
         )
         .await;
@@ -805,3 +805,115 @@ async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
 }
 
 crate::both_backends!(a_world_map_reads_a_bounded_number_of_rows);
+
+/// Exists-but-hidden answers exactly as does-not-exist, mutations included:
+/// a close-friends status deleted by a stranger, and every mutation that
+/// names a user, aimed at someone who blocked the viewer or is suspended,
+/// answer the same bytes as for an id that was never issued.
+async fn hidden_answers_as_missing_on_every_mutation(app: &TestApp) {
+    let author = app.sign_up("author").await;
+    let viewer = app.sign_up("viewer").await;
+    let blocker = app.sign_up("blocker").await;
+    let gone = app.sign_up("suspended").await;
+    let warden = app.sign_up("warden").await;
+    ephemera::domain::moderation::set_moderator(&app.state.db, "warden", true)
+        .await
+        .expect("a moderator");
+    app.ok(
+        warden.token(),
+        "mutation($u: ID!) { suspendUser(userId: $u, reason: \"x\") }",
+        json!({ "u": gone.id }),
+    )
+    .await;
+    app.relate(&blocker, "blockUser", &viewer).await;
+    let secret = app
+        .post_status_to(&author, "close friends only", "CLOSE_FRIENDS")
+        .await;
+    let missing = "386000000000000000";
+    let del = "mutation($id: ID!) { deleteStatus(id: $id) }";
+    let hidden = app.gql(viewer.token(), del, json!({ "id": secret })).await;
+    let none = app.gql(viewer.token(), del, json!({ "id": missing })).await;
+    assert_eq!(hidden, none);
+    assert_eq!(error_code(&hidden), "NOT_FOUND");
+    let by_user = [
+        "mutation($u: ID!) { blockUser(userId: $u) }",
+        "mutation($u: ID!) { unblockUser(userId: $u) }",
+        "mutation($u: ID!) { muteUser(userId: $u) }",
+        "mutation($u: ID!) { unmuteUser(userId: $u) }",
+        "mutation($u: ID!) { hideStoriesFrom(userId: $u) }",
+        "mutation($u: ID!) { unhideStoriesFrom(userId: $u) }",
+        "mutation($u: ID!) { addCloseFriend(userId: $u) }",
+        "mutation($u: ID!) { removeCloseFriend(userId: $u) }",
+        "mutation($u: ID!) { sendFriendRequest(userId: $u) }",
+        "mutation($u: ID!) { acceptFriendRequest(userId: $u) }",
+        "mutation($u: ID!) { removeFriend(userId: $u) }",
+        "mutation($u: ID!) { report(input: { subjectId: $u, reason: SPAM }) { id } }",
+    ];
+    for m in by_user {
+        let none = app.gql(viewer.token(), m, json!({ "u": missing })).await;
+        for who in [&blocker, &gone] {
+            let hidden = app.gql(viewer.token(), m, json!({ "u": who.id })).await;
+            assert_eq!(hidden, none, "{m} on {}", who.username);
+        }
+    }
+    // Nothing was stored by any of them.
+    assert_eq!(
+        app.count(&format!(
+            "SELECT COUNT(*) AS n FROM user_relations WHERE subject_id = {}",
+            viewer.id
+        ))
+        .await,
+        0
+    );
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM reports").await, 0);
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM friendships").await, 0);
+}
+
+crate::both_backends!(hidden_answers_as_missing_on_every_mutation);
+
+fn three_relations(c: &mut ephemera::config::Config) {
+    c.limits.max_relations = 3;
+}
+
+/// One account's lists are bounded (`EPHEMERA_MAX_RELATIONS`): past it,
+/// adding is `BAD_USER_INPUT` and stores nothing, re-adding someone listed
+/// still answers as before, and ten adds at once leave exactly the cap.
+async fn an_accounts_lists_are_bounded(app: &TestApp) {
+    let owner = app.sign_up("lister").await;
+    let mut others = Vec::new();
+    for i in 0..12 {
+        others.push(app.sign_up(&format!("other{i}")).await);
+    }
+    for o in &others[..3] {
+        app.relate(&owner, "muteUser", o).await;
+    }
+    let mute = "mutation($u: ID!) { muteUser(userId: $u) }";
+    let resp = app
+        .gql(owner.token(), mute, json!({ "u": others[3].id }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    assert!(message(&resp).contains("at most 3"), "{resp}");
+    app.ok(owner.token(), mute, json!({ "u": others[0].id }))
+        .await;
+    // Another list has its own three.
+    app.relate(&owner, "blockUser", &others[4]).await;
+    let count = |kind: &'static str| {
+        let owner = owner.id.clone();
+        async move {
+            app.count(&format!(
+                "SELECT COUNT(*) AS n FROM user_relations WHERE subject_id = {owner} AND kind = '{kind}'"
+            ))
+            .await
+        }
+    };
+    assert_eq!(count("MUTE").await, 3);
+    // At once: exactly three hidden-from.
+    let hide = "mutation($u: ID!) { hideStoriesFrom(userId: $u) }";
+    let many = others[..10]
+        .iter()
+        .map(|o| app.gql(owner.token(), hide, json!({ "u": o.id })));
+    futures_util::future::join_all(many).await;
+    assert_eq!(count("HIDE").await, 3);
+}
+
+crate::both_backends_with!(three_relations => an_accounts_lists_are_bounded);

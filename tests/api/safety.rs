@@ -234,8 +234,17 @@ async fn blocks_hide_likes_views_and_counts(app: &TestApp) {
     let map = "{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }) { markers { __typename } } }";
     let seen = app.ok(troll.token(), map, json!({})).await;
     assert_eq!(seen["mapMarkers"]["markers"], json!([]));
-    // Only the blocker can undo it: the troll's unblock changes nothing.
-    app.relate(&troll, "unblockUser", &author).await;
+    // Only the blocker can undo it: the troll's unblock changes nothing,
+    // and answers as for someone who does not exist.
+    let unblock = "mutation($u: ID!) { unblockUser(userId: $u) }";
+    let hidden = app
+        .gql(troll.token(), unblock, json!({ "u": author.id }))
+        .await;
+    let missing = app
+        .gql(troll.token(), unblock, json!({ "u": "123456789" }))
+        .await;
+    assert_eq!(hidden, missing);
+    assert_eq!(error_code(&hidden), "NOT_FOUND");
     let still = app.ok(troll.token(), q, vars.clone()).await;
     assert!(still["status"].is_null());
     app.relate(&author, "unblockUser", &troll).await;

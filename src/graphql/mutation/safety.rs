@@ -17,7 +17,15 @@ impl SafetyMutation {
         let other = require_id(user_id, "user")?;
         let app = app(ctx)?;
         if on {
-            safety::add(&app.db, v, other, list, app.clock.now()).await?;
+            safety::add(
+                &app.db,
+                v,
+                other,
+                list,
+                app.config.limits.max_relations,
+                app.clock.now(),
+            )
+            .await?;
         } else {
             safety::remove(&app.db, v, other, list).await?;
         }
