@@ -179,6 +179,8 @@ fn write_rates(config: &Config) -> WriteRates {
         media: l.rate_media,
         moderate: l.rate_moderation,
         account: l.rate_account,
+        catch_up: l.rate_catchup,
+        persisted: l.rate_persisted_queries,
     }
 }
 

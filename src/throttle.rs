@@ -162,6 +162,10 @@ pub struct WriteRates {
     pub media: Rate,
     pub moderate: Rate,
     pub account: Rate,
+    /// Resumes of `events` from a cursor, per client address and account.
+    pub catch_up: Rate,
+    /// Registrations of persisted queries, per client address.
+    pub persisted: Rate,
 }
 
 impl WriteRates {
@@ -183,6 +187,8 @@ impl WriteRates {
 /// The limits, and how often each refused.
 pub struct Limiter {
     writes: WriteRates,
+    catch_up: Rate,
+    persisted: Rate,
     per_address: Rate,
     per_account: Rate,
     refused: [AtomicU64; Write::ALL.len() + 1],
@@ -201,6 +207,8 @@ impl Limiter {
     pub fn new(writes: WriteRates, per_address: u32, per_account: u32, burst: u32) -> Self {
         Self {
             writes,
+            catch_up: writes.catch_up,
+            persisted: writes.persisted,
             per_address: Rate::per_minute(per_address, burst),
             per_account: Rate::per_minute(per_account, burst),
             refused: Default::default(),
@@ -267,6 +275,60 @@ impl Limiter {
             .await?
         {
             return refuse("on this account", wait);
+        }
+        Ok(())
+    }
+
+    /// Counts a resume of the `events` subscription from a cursor by
+    /// `client` (if known) and `account` (if signed in).
+    pub async fn catch_up<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        client: Option<ClientAddr>,
+        account: Option<i64>,
+        now: Millis,
+    ) -> AppResult<()> {
+        let keys = [
+            client.map(|ClientAddr(ip)| format!("catch-up-address:{ip}")),
+            account.map(|a| format!("catch-up-account:{a}")),
+        ];
+        for key in keys.into_iter().flatten() {
+            if let Some(wait) = take(db, &key, self.catch_up, now).await? {
+                self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key, "resume refused: rate limit");
+                return Err(AppError::rate_limited(
+                    format!(
+                        "too many resumes from a cursor; the limit is {}",
+                        self.catch_up
+                    ),
+                    wait,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a registration of a persisted query from `client`.
+    pub async fn persisted_query<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        client: Option<ClientAddr>,
+        now: Millis,
+    ) -> AppResult<()> {
+        let Some(ClientAddr(ip)) = client else {
+            return Ok(());
+        };
+        if let Some(wait) =
+            take(db, &format!("persisted-address:{ip}"), self.persisted, now).await?
+        {
+            self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
+            return Err(AppError::rate_limited(
+                format!(
+                    "too many persisted queries registered; the limit is {}",
+                    self.persisted
+                ),
+                wait,
+            ));
         }
         Ok(())
     }

@@ -9,6 +9,10 @@
 //! | status seen | the viewer who saw it, while they may read it |
 //! | moment created, restored | whoever may read it in a list now ([`moment::readable`]) |
 //! | moment deleted (author, moderator, expiry) | whoever its visibility admitted, exclusions applied ([`visibility::visible_moment`]) |
+//! | account deleted | everyone, if it had live public content; else each of its friends (one event each) |
+//!
+//! A moment an event shows carries, for each viewer, the likes count that
+//! viewer would read in a query (likes of people hidden from them taken off).
 //!
 //! A `FRIENDS` scope then keeps what the viewer's own and their friends'
 //! ([`visibility::scope`]): each verdict says whether the author is one.
@@ -69,11 +73,26 @@ pub async fn admit<C: ConnectionTrait>(
     let status_gone_for = audiences(db, Shown::Status, &pairs(false), &viewers).await?;
     let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), &viewers).await?;
 
+    // An account gone: its one event is for everyone asked, or for the one
+    // friend it names; in every scope (it only evicts).
+    let everyone: HashMap<i64, bool> = viewers.iter().map(|&v| (v, true)).collect();
+    let one_of: HashMap<i64, HashMap<i64, bool>> = events
+        .iter()
+        .filter(|e| e.kind == Kind::AuthorGone)
+        .filter_map(|e| e.viewer)
+        .filter(|v| asked.contains(v))
+        .map(|v| (v, HashMap::from([(v, true)])))
+        .collect();
+
     let mut admitted = Admitted::default();
     let empty = HashMap::new();
     let mut heard = vec![false; events.len()];
     for (i, e) in events.iter().enumerate() {
         let verdicts = match e.kind {
+            Kind::AuthorGone => match e.viewer {
+                Some(v) => one_of.get(&v),
+                None => Some(&everyone),
+            },
             Kind::StatusCreated => created_for.get(&e.subject),
             Kind::StatusSeen => seen_for.get(&e.subject),
             Kind::MomentCreated | Kind::MomentRestored => moments_for.get(&e.subject),
@@ -113,16 +132,87 @@ pub async fn admit<C: ConnectionTrait>(
     if !moments.is_empty() {
         let rows: Vec<moment_row::Model> = db::fetch_all(
             db,
-            Sql::new("SELECT ")
-                .append(moment::columns("m", 0))
-                .push(" FROM moments m WHERE m.id IN (")
+            // With every like counted: each viewer's own count is made
+            // from it below ([`hidden_likes`]).
+            Sql::new("SELECT m.* FROM moments m WHERE m.id IN (")
                 .list(moments)
                 .push(")"),
         )
         .await?;
         admitted.moments = rows.into_iter().map(|m| (m.id, Arc::new(m))).collect();
+        let liked: Vec<i64> = admitted
+            .moments
+            .values()
+            .filter(|m| m.likes_count > 0)
+            .map(|m| m.id)
+            .collect();
+        let hearers: Vec<i64> = admitted
+            .by_viewer
+            .iter()
+            .filter(|(_, mine)| {
+                mine.iter().any(|&(i, _)| {
+                    matches!(events[i].kind, Kind::MomentCreated | Kind::MomentRestored)
+                })
+            })
+            .map(|(&v, _)| v)
+            .collect();
+        admitted.hidden_likes = hidden_likes(db, &liked, &hearers).await?;
     }
     Ok(admitted)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct HiddenRow {
+    moment: i64,
+    viewer: i64,
+    n: i64,
+}
+
+/// Per (moment, viewer): how many of the likes of `moments` are by people
+/// `viewer` may not see ([`visibility::excluded`] for people, as
+/// `moment::columns` counts them in queries), for `viewers` all at once.
+async fn hidden_likes<C: ConnectionTrait>(
+    db: &C,
+    moments: &[i64],
+    viewers: &[i64],
+) -> AppResult<HashMap<(i64, i64), i32>> {
+    if moments.is_empty() || viewers.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let likes = |who: Who<'_>| {
+        Sql::new("hl.moment_id IN (")
+            .list(moments.iter().copied())
+            .push(") AND hl.user_id IN (")
+            .append(visibility::excluded(
+                who,
+                visibility::Content::Person,
+                Reach::Direct,
+            ))
+            .push(")")
+    };
+    let anonymous = || {
+        Sql::new(
+            "SELECT hl.moment_id AS moment, CAST(0 AS BIGINT) AS viewer, CAST(COUNT(*) AS BIGINT) AS n \
+             FROM moment_likes hl WHERE ",
+        )
+        .append(likes(Who::User(0)))
+        .push(" GROUP BY hl.moment_id")
+    };
+    let signed_in = |chunk: &[i64]| {
+        Sql::new(
+            "SELECT hl.moment_id AS moment, w.id AS viewer, CAST(COUNT(*) AS BIGINT) AS n \
+             FROM users w CROSS JOIN moment_likes hl WHERE w.id IN (",
+        )
+        .list(chunk.iter().copied())
+        .push(") AND ")
+        .append(likes(Who::Column("w.id")))
+        .push(" GROUP BY hl.moment_id, w.id")
+    };
+    let rows: Vec<HiddenRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| ((r.moment, r.viewer), i32::try_from(r.n).unwrap_or(i32::MAX)))
+        .collect())
 }
 
 /// The distinct subjects of the events of `kinds` that `keep` (by index)

@@ -228,7 +228,7 @@ pub async fn delete_account(
         db::execute(&txn, lock).await?;
     }
     super::media::queue_owner_blobs(&txn, id, now).await?;
-    log_content_gone(&txn, id, now).await?;
+    log_author_gone(&txn, id, now).await?;
     super::like::forget_user(&txn, id).await?;
     let places = super::location::forget_author(&txn, id).await?;
     let deleted = db::execute(&txn, Sql::new("DELETE FROM users WHERE id = ").bind(id)).await?;
@@ -241,39 +241,71 @@ pub async fn delete_account(
     Ok(())
 }
 
-/// Logs the deletion of `author`'s live statuses and moments (they go by
-/// cascade with the account), so live trays and feeds drop them.
-async fn log_content_gone<C: ConnectionTrait>(txn: &C, author: i64, now: Millis) -> AppResult<()> {
-    let dialect = Dialect::of(txn);
-    let theirs = |table: &str, alias: &str, columns: &str, live: Sql| {
+/// Logs that `author`'s account is gone, in the transaction that deletes
+/// it: one event for everyone if the account had live public content (a
+/// status or moment anyone could see), else, if it had live content at all,
+/// one event for each of its friends (who could see it); else none. Live
+/// trays and feeds drop the author on it. A deletion costs the log (and
+/// every subscriber) one event, not one per status and moment.
+async fn log_author_gone<C: ConnectionTrait>(txn: &C, author: i64, now: Millis) -> AppResult<()> {
+    #[derive(sea_orm::FromQueryResult)]
+    struct Live {
+        public: i64,
+        any: i64,
+    }
+    let count = |table: &str, alias: &str, column: &str, live: Sql| {
         Sql::new(&format!(
-            "(SELECT {columns} FROM {table} {alias} WHERE {alias}.author_id = "
+            "SELECT CASE WHEN {alias}.{column} = 'PUBLIC' THEN 1 ELSE 0 END AS public FROM {table} {alias} WHERE {alias}.author_id = "
         ))
         .bind(author)
         .push(" AND ")
         .append(live)
-        .push(") x")
     };
-    let statuses = theirs(
-        "statuses",
-        "s",
-        "s.id, s.author_id, s.audience",
-        super::expiry::live_status("s", now),
-    );
-    let moments = theirs(
-        "moments",
-        "m",
-        "m.id, m.author_id, m.visibility",
-        super::expiry::live_moment("m", now),
-    );
-    db::execute(
+    let live: Option<Live> = db::fetch_one(
         txn,
-        log::record_rows(dialect, Kind::StatusDeleted, statuses, "audience", now),
+        Sql::new("SELECT CAST(COALESCE(MAX(public), 0) AS BIGINT) AS public, CAST(COUNT(*) AS BIGINT) AS any FROM (")
+            .append(count(
+                "statuses",
+                "s",
+                "audience",
+                super::expiry::live_status("s", now),
+            ))
+            .push(" UNION ALL ")
+            .append(count(
+                "moments",
+                "m",
+                "visibility",
+                super::expiry::live_moment("m", now),
+            ))
+            .push(") c"),
     )
     .await?;
+    let Some(live) = live.filter(|l| l.any > 0) else {
+        return Ok(());
+    };
+    if live.public > 0 {
+        return log::record(
+            txn,
+            &[log::Change {
+                kind: Kind::AuthorGone,
+                subject: author,
+                author,
+                audience: "PUBLIC".into(),
+                viewer: None,
+            }],
+            now,
+        )
+        .await;
+    }
     db::execute(
         txn,
-        log::record_rows(dialect, Kind::MomentDeleted, moments, "visibility", now),
+        log::record_for_each(
+            Dialect::of(txn),
+            Kind::AuthorGone,
+            author,
+            super::visibility::friend_ids(author),
+            now,
+        ),
     )
     .await?;
     Ok(())

@@ -85,6 +85,30 @@ pub fn record_rows(
     .append(source)
 }
 
+/// The statement that writes one `kind` event about `author` for each
+/// viewer id that `viewers` (a subquery body of one column) selects, each
+/// that viewer's alone (the viewer's id is its `seq`).
+pub fn record_for_each(
+    dialect: Dialect,
+    kind: Kind,
+    author: i64,
+    viewers: Sql,
+    now: Millis,
+) -> Sql {
+    Sql::new(&format!(
+        "INSERT INTO events {COLUMNS} SELECT {}, v.id, ",
+        dialect.event_tx()
+    ))
+    .bind(kind.as_str())
+    .push(", ")
+    .list([author, author])
+    .push(", 'FRIENDS', v.id, ")
+    .bind(now)
+    .push(" FROM users v WHERE v.id IN (")
+    .append(viewers)
+    .push(")")
+}
+
 fn to_event(row: event::Model) -> LogEvent {
     LogEvent {
         pos: Pos {

@@ -53,6 +53,11 @@ pub enum Kind {
     /// Deleted by its author or a moderator, or expired.
     MomentDeleted,
     MomentRestored,
+    /// An account was deleted: everything of the author's is gone. One
+    /// event per account (not one per status and moment), for everyone if
+    /// the account had live public content, else one per friend
+    /// (`viewer`).
+    AuthorGone,
 }
 
 impl Kind {
@@ -65,6 +70,7 @@ impl Kind {
             Kind::MomentCreated => "MOMENT_CREATED",
             Kind::MomentDeleted => "MOMENT_DELETED",
             Kind::MomentRestored => "MOMENT_RESTORED",
+            Kind::AuthorGone => "AUTHOR_GONE",
         }
     }
 
@@ -77,6 +83,7 @@ impl Kind {
             "MOMENT_CREATED" => Kind::MomentCreated,
             "MOMENT_DELETED" => Kind::MomentDeleted,
             "MOMENT_RESTORED" => Kind::MomentRestored,
+            "AUTHOR_GONE" => Kind::AuthorGone,
             _ => Kind::StatusDeleted,
         }
     }
@@ -100,7 +107,8 @@ pub struct LogEvent {
     pub author: i64,
     /// The status's audience or the moment's visibility when it happened.
     pub audience: String,
-    /// With [`Kind::StatusSeen`]: whose seen state changed.
+    /// With [`Kind::StatusSeen`]: whose seen state changed; with
+    /// [`Kind::AuthorGone`], the one viewer it is for (none: everyone).
     pub viewer: Option<i64>,
 }
 
@@ -115,6 +123,10 @@ pub struct Admitted {
     /// The statuses and moments the events show, read once for everyone.
     pub statuses: HashMap<i64, Arc<status::Model>>,
     pub moments: HashMap<i64, Arc<moment::Model>>,
+    /// Per (moment, viewer): the likes of a moment shown that the viewer
+    /// may not see (their likers blocked either way, or suspended), taken
+    /// off its `likes_count` for that viewer, as every query does.
+    pub hidden_likes: HashMap<(i64, i64), i32>,
 }
 
 /// Decides whom events are for among viewers: the domain's rules, given to
@@ -147,10 +159,19 @@ impl Admitted {
                 mine.iter()
                     .filter_map(|&(i, in_friends)| {
                         let event = events.get(i)?.clone();
+                        let moment = self.moments.get(&event.subject).map(|m| {
+                            match self.hidden_likes.get(&(m.id, viewer)) {
+                                Some(&hidden) => Arc::new(moment::Model {
+                                    likes_count: (m.likes_count - hidden).max(0),
+                                    ..(**m).clone()
+                                }),
+                                None => m.clone(),
+                            }
+                        });
                         Some(Delivery {
                             in_friends,
                             status: self.statuses.get(&event.subject).cloned(),
-                            moment: self.moments.get(&event.subject).cloned(),
+                            moment,
                             event,
                         })
                     })
@@ -254,6 +275,10 @@ pub struct EventBus {
     /// the log, and deciding whom it is for): a thousand clients resuming
     /// at once take turns here instead of taking every connection.
     pub solo: Arc<Semaphore>,
+    /// One catch-up page at a time per client (address, else account):
+    /// a client with many sockets resuming at once waits behind itself,
+    /// never in front of others, for [`Self::solo`].
+    turns: Arc<Mutex<HashMap<String, Arc<Semaphore>>>>,
     decide: Arc<OnceLock<Decide>>,
 }
 
@@ -277,6 +302,7 @@ impl EventBus {
             wake: Arc::new(Notify::new()),
             ended,
             solo: Arc::new(Semaphore::new(SOLO)),
+            turns: Arc::default(),
             decide: Arc::default(),
         }
     }
@@ -288,6 +314,21 @@ impl EventBus {
         let end = log::end(db).await?;
         self.published.send_replace(Some(end));
         Ok(())
+    }
+
+    /// The catch-up turn of `client`: shared by its subscriptions while
+    /// any holds it (forgotten once none does).
+    fn turn_of(&self, client: &str) -> Arc<Semaphore> {
+        let Ok(mut turns) = self.turns.lock() else {
+            return Arc::new(Semaphore::new(1));
+        };
+        if turns.len() >= 1024 {
+            turns.retain(|_, t| Arc::strong_count(t) > 1);
+        }
+        turns
+            .entry(client.to_owned())
+            .or_insert_with(|| Arc::new(Semaphore::new(1)))
+            .clone()
     }
 
     /// Gives the bus the rules that decide whom events are for (once).
@@ -486,10 +527,12 @@ impl EventBus {
         &self,
         db: DatabaseConnection,
         viewer: i64,
+        client: &str,
         after: Option<Pos>,
         page: u32,
     ) -> impl Stream<Item = AppResult<Delivery>> + Send + use<> {
         let (subscribed, mut handed, behind) = self.register(viewer);
+        let own_turn = self.turn_of(client);
         // Read after registering: every page the reader hands out from here
         // on either includes this subscription or marks it behind.
         let start = after.or_else(|| self.published());
@@ -519,6 +562,7 @@ impl EventBus {
             loop {
                 while catching_up {
                     behind.store(false, Ordering::Relaxed);
+                    let mine = own_turn.acquire().await;
                     let turn = solo.acquire().await;
                     let read = catch_up_page(&db, last, page).await;
                     let (events, more) = match read {
@@ -540,6 +584,7 @@ impl EventBus {
                         }
                     };
                     drop(turn);
+                    drop(mine);
                     for d in admitted.deliveries(viewer, &events) {
                         yield Ok(d);
                     }

@@ -11,8 +11,9 @@ use async_graphql::{Context, Result, Subscription};
 use futures_util::{Stream, StreamExt};
 
 use super::types::{
-    LiveEvent, Moment, MomentCreatedEvent, MomentDeletedEvent, MomentRestoredEvent, Scope, Status,
-    StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent, id,
+    AuthorGoneEvent, LiveEvent, Moment, MomentCreatedEvent, MomentDeletedEvent,
+    MomentRestoredEvent, Scope, Status, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
+    id,
 };
 use super::{app, viewer};
 use crate::cursor::{CursorKind, Key, List};
@@ -20,6 +21,7 @@ use crate::domain::{Scope as DomainScope, live};
 use crate::error::{AppError, AppResult};
 use crate::events::{Delivery, Kind, Pos, log};
 use crate::state::AppState;
+use crate::throttle::ClientAddr;
 
 /// The subscription root.
 #[derive(Default)]
@@ -69,6 +71,17 @@ impl SubscriptionRoot {
                 if log::pruned(&app.log_db).await? > pos {
                     return Err(AppError::cursor_expired().into());
                 }
+                // Each resume reads the log from its cursor: metered per
+                // client address and per account, on every instance alike.
+                app.accounts
+                    .limits
+                    .catch_up(
+                        &app.db,
+                        ctx.data_opt::<ClientAddr>().copied(),
+                        viewer(ctx).id(),
+                        app.clock.now(),
+                    )
+                    .await?;
                 Some(pos)
             }
             None => None,
@@ -122,6 +135,7 @@ fn live_event(d: Delivery, app: &AppState) -> Option<LiveEvent> {
             moment_id: subject,
             author_id,
         }),
+        Kind::AuthorGone => LiveEvent::AuthorGone(AuthorGoneEvent { cursor, author_id }),
     })
 }
 
@@ -138,9 +152,15 @@ fn hear(
     if scope == DomainScope::Friends && viewer.is_none() {
         return Err(AppError::sign_in_required().into());
     }
+    // Catch-up turns are per client: its address, else its account.
+    let client = match ctx.data_opt::<ClientAddr>() {
+        Some(ClientAddr(ip)) => ip.to_string(),
+        None => format!("account:{}", viewer.unwrap_or(0)),
+    };
     let deliveries = app.events.follow(
         app.log_db.clone(),
         viewer.unwrap_or(0),
+        &client,
         after,
         app.config.ws.event_page,
     );

@@ -917,3 +917,195 @@ async fn an_accounts_lists_are_bounded(app: &TestApp) {
 }
 
 crate::both_backends_with!(three_relations => an_accounts_lists_are_bounded);
+
+const GONE_EVENTS: &str = "subscription($after: String) { events(after: $after) { __typename cursor \
+    ... on StatusCreatedEvent { status { id } } \
+    ... on StatusDeletedEvent { statusId } \
+    ... on AuthorGoneEvent { authorId } \
+    ... on MomentRestoredEvent { moment { id likesCount } } } }";
+
+/// Connects as `user` (anonymous without) and subscribes with `query`.
+async fn listen(
+    app: &TestApp,
+    user: Option<&crate::support::TestUser>,
+    query: &str,
+    vars: Value,
+) -> WsClient {
+    let init = match user {
+        Some(u) => json!({ "authorization": format!("Bearer {}", u.token) }),
+        None => json!({}),
+    };
+    let (mut ws, ack) = WsClient::connect(&app.ws_url, Protocol::TransportWs, init).await;
+    assert_eq!(ack["type"], "connection_ack");
+    ws.subscribe("e", query, vars).await;
+    ws
+}
+
+/// The `events` a socket hears until (and without) a status with
+/// `sentinel`'s id.
+async fn until_sentinel(ws: &mut WsClient, sentinel: &str) -> Vec<Value> {
+    let mut heard = Vec::new();
+    loop {
+        let p = ws.next_payload().await;
+        let e = p["data"]["events"].clone();
+        if e["status"]["id"] == sentinel {
+            return heard;
+        }
+        heard.push(e);
+    }
+}
+
+/// Deleting an account with 30 public statuses and friends-only ones is
+/// one event, not one per status: every subscriber (friend, stranger,
+/// anonymous) hears one `AuthorGoneEvent`. An account with friends-only
+/// content only is one event per friend: its friends hear it (item 12: the
+/// friends-only content they could see), strangers hear nothing.
+async fn an_account_deletion_is_one_event(app: &TestApp) {
+    let public = app.sign_up("loud").await;
+    let quiet = app.sign_up("quiet").await;
+    let friend = app.sign_up("friend").await;
+    let stranger = app.sign_up("stranger").await;
+    let herald = app.sign_up("herald").await;
+    app.befriend(&public, &friend).await;
+    app.befriend(&quiet, &friend).await;
+    for i in 0..30 {
+        app.post_status_to(&public, &format!("p{i}"), "PUBLIC")
+            .await;
+    }
+    app.post_status_to(&public, "f", "FRIENDS").await;
+    app.post_status_to(&quiet, "only friends", "FRIENDS").await;
+    let mut sockets = [
+        listen(app, Some(&friend), GONE_EVENTS, json!({})).await,
+        listen(app, Some(&stranger), GONE_EVENTS, json!({})).await,
+        listen(app, None, GONE_EVENTS, json!({})).await,
+    ];
+    app.wait_for_metric("ephemera_subscribers", 3).await;
+    let before = app.count("SELECT COUNT(*) AS n FROM events").await;
+    let delete = "mutation { deleteAccount(password: \"password123\") }";
+    app.ok(public.token(), delete, json!({})).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM events").await,
+        before + 1
+    );
+    app.ok(quiet.token(), delete, json!({})).await;
+    assert_eq!(
+        app.count("SELECT COUNT(*) AS n FROM events").await,
+        before + 2,
+        "one event per friend of an account without public content"
+    );
+    let sentinel = app.post_status_to(&herald, "sentinel", "PUBLIC").await;
+    let gone = |id: &str| json!({ "__typename": "AuthorGoneEvent", "authorId": id });
+    for (i, ws) in sockets.iter_mut().enumerate() {
+        // (Statuses posted just before it subscribed may reach it too.)
+        let heard: Vec<Value> = until_sentinel(ws, &sentinel)
+            .await
+            .into_iter()
+            .filter(|e| e["__typename"] != "StatusCreatedEvent")
+            .map(|mut e| {
+                e.as_object_mut().map(|o| o.remove("cursor"));
+                e
+            })
+            .collect();
+        let expected = if i == 0 {
+            vec![gone(&public.id), gone(&quiet.id)]
+        } else {
+            vec![gone(&public.id)]
+        };
+        assert_eq!(heard, expected, "socket {i}");
+    }
+}
+
+crate::both_backends!(an_account_deletion_is_one_event);
+
+/// A moment an event shows counts its likes as the subscriber would read
+/// them: likes of people hidden from the subscriber (blocked) are not
+/// counted for them, while others see every like.
+async fn events_count_likes_for_their_viewer(app: &TestApp) {
+    let author = app.sign_up("author").await;
+    let liker = app.sign_up("liker").await;
+    let viewer = app.sign_up("viewer").await;
+    let moment = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    app.ok(
+        liker.token(),
+        "mutation($m: ID!) { toggleMomentLike(momentId: $m) { id } }",
+        json!({ "m": moment }),
+    )
+    .await;
+    app.relate(&viewer, "blockUser", &liker).await;
+    let mut blocked_side = listen(app, Some(&viewer), GONE_EVENTS, json!({})).await;
+    let mut anonymous = listen(app, None, GONE_EVENTS, json!({})).await;
+    app.wait_for_metric("ephemera_subscribers", 2).await;
+    app.ok(
+        author.token(),
+        "mutation($m: ID!) { deleteMoment(id: $m) }",
+        json!({ "m": moment }),
+    )
+    .await;
+    app.ok(
+        author.token(),
+        "mutation($m: ID!) { restoreMoment(id: $m) { id } }",
+        json!({ "m": moment }),
+    )
+    .await;
+    assert_eq!(restored_likes(&mut blocked_side).await, Some(0));
+    assert_eq!(restored_likes(&mut anonymous).await, Some(1));
+    let q = "query($m: ID!) { moment(id: $m) { likesCount } }";
+    let read = app.ok(viewer.token(), q, json!({ "m": moment })).await;
+    assert_eq!(read["moment"]["likesCount"], 0);
+}
+
+crate::both_backends!(events_count_likes_for_their_viewer);
+
+/// The likes count of the next restored moment `ws` hears of.
+async fn restored_likes(ws: &mut WsClient) -> Option<i64> {
+    loop {
+        let p = ws.next_payload().await;
+        let e = &p["data"]["events"];
+        if e["__typename"] == "MomentRestoredEvent" {
+            return e["moment"]["likesCount"].as_i64();
+        }
+    }
+}
+
+fn three_resumes(c: &mut ephemera::config::Config) {
+    c.limits.rate_catchup = "3/1m".parse().expect("a rate");
+}
+
+/// Resumes from a cursor are metered per address and per account: the
+/// fourth in a minute is refused `RATE_LIMITED`, on either protocol, and a
+/// subscription without a cursor is not metered.
+async fn resumes_are_metered(app: &TestApp) {
+    let u = app.sign_up("resumer").await;
+    let mut first = listen(app, None, GONE_EVENTS, json!({})).await;
+    app.wait_for_metric("ephemera_subscribers", 1).await;
+    let s = app.post_status_to(&u, "x", "PUBLIC").await;
+    let p = first.next_payload().await;
+    assert_eq!(p["data"]["events"]["status"]["id"], s.as_str());
+    let cursor = p["data"]["events"]["cursor"].clone();
+    for i in 0..4 {
+        let mut ws = listen(app, None, GONE_EVENTS, json!({ "after": cursor })).await;
+        let other = app.post_status_to(&u, &format!("y{i}"), "PUBLIC").await;
+        let msg = ws.next_message().await.expect("an answer");
+        if i < 3 {
+            assert!(
+                msg["payload"]["data"]["events"].is_object(),
+                "resume {i}: {msg}"
+            );
+            let _ = other;
+        } else {
+            assert_eq!(ws_error_code(&msg), "RATE_LIMITED", "{msg}");
+        }
+    }
+    // Without a cursor: not a resume.
+    let mut plain = listen(app, None, GONE_EVENTS, json!({})).await;
+    app.wait_for_metric("ephemera_subscribers", 2).await;
+    let z = app.post_status_to(&u, "z", "PUBLIC").await;
+    until_sentinel(&mut plain, &z).await;
+}
+
+crate::both_backends_with!(three_resumes => resumes_are_metered);

@@ -381,7 +381,7 @@ async fn a_subscriber_that_falls_behind_catches_up(app: &TestApp) {
     let mut slow = Box::pin(
         app.state
             .events
-            .follow(app.state.log_db.clone(), 0, None, 3),
+            .follow(app.state.log_db.clone(), 0, "test", None, 3),
     );
     let mut posted = Vec::new();
     for i in 0..20 {

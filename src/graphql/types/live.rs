@@ -23,6 +23,16 @@ pub enum LiveEvent {
     MomentCreated(MomentCreatedEvent),
     MomentDeleted(MomentDeletedEvent),
     MomentRestored(MomentRestoredEvent),
+    AuthorGone(AuthorGoneEvent),
+}
+
+/// An account whose content the viewer could see was deleted: evict everything of `authorId` (their tray entry, statuses and moments). One event for the whole account, not one per status or moment.
+#[derive(SimpleObject)]
+pub struct AuthorGoneEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The deleted account (evict `User:<authorId>` and what it posted).
+    pub author_id: ID,
 }
 
 /// A status was posted that the viewer may see.
