@@ -104,6 +104,8 @@ impl App {
         let limits = http::ServeLimits {
             header_timeout: config.http.header_timeout,
             body_timeout: config.http.body_timeout,
+            write_timeout: config.http.write_timeout,
+            max_head_bytes: config.http.max_head_bytes as usize,
             max_connections: config.http.max_connections,
             max_connections_per_address: config.http.max_connections_per_address,
         };

@@ -225,6 +225,21 @@ pub struct ServerConfig {
     #[arg(long, env = "EPHEMERA_PUBLIC_URL")]
     pub public_url: Option<String>,
 
+    /// Serve the GraphiQL playground at `/`. Production: usually `false`.
+    #[arg(long, env = "EPHEMERA_GRAPHIQL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub graphiql: bool,
+
+    /// Answer introspection (`__schema`, `__type`). Production: `false`
+    /// unless clients or tools need it (GraphiQL does).
+    #[arg(long, env = "EPHEMERA_INTROSPECTION", default_value_t = true, action = clap::ArgAction::Set)]
+    pub introspection: bool,
+
+    /// A token `/metrics` requires (`Authorization: Bearer <token>`); unset,
+    /// `/metrics` is open to anyone who reaches the port (node id, counts
+    /// of activity): set it, or keep the port private, in production.
+    #[arg(long, env = "EPHEMERA_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<String>,
+
     /// Origins allowed to call the API from a browser (comma-separated). None by default.
     #[arg(long, env = "EPHEMERA_CORS_ORIGINS", value_delimiter = ',')]
     pub cors_origins: Vec<String>,
@@ -581,6 +596,17 @@ pub struct HttpConfig {
     #[arg(id = "http_header_timeout", long = "http-header-timeout", env = "EPHEMERA_HTTP_HEADER_TIMEOUT", default_value = "75s", value_parser = parse_duration)]
     pub header_timeout: Duration,
 
+    /// How long a write to a client (a response, a websocket message) may
+    /// wait for the client to read before the connection is closed.
+    #[arg(id = "http_write_timeout", long = "http-write-timeout", env = "EPHEMERA_HTTP_WRITE_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub write_timeout: Duration,
+
+    /// The most bytes of a request head (request line and headers) read
+    /// and buffered; a larger head is refused with 431 (at least 8192).
+    #[arg(id = "http_max_head_bytes", long = "http-max-head-bytes", env = "EPHEMERA_HTTP_MAX_HEAD_BYTES", default_value_t = 16_384,
+          value_parser = clap::value_parser!(u32).range(8192..))]
+    pub max_head_bytes: u32,
+
     /// How long a request body may take to arrive, from its head on (uploads
     /// included: 15 MiB in 2 minutes is 1 Mbit/s). A slower body fails and
     /// its connection closes.
@@ -714,6 +740,11 @@ impl Config {
         if self.http.header_timeout.is_zero() {
             return Err(AppError::bad_input(
                 "EPHEMERA_HTTP_HEADER_TIMEOUT must be longer than zero",
+            ));
+        }
+        if self.http.write_timeout.is_zero() {
+            return Err(AppError::bad_input(
+                "EPHEMERA_HTTP_WRITE_TIMEOUT must be longer than zero",
             ));
         }
         if self.http.body_timeout.is_zero() {

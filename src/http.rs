@@ -50,9 +50,13 @@ struct HttpState {
 /// The router of the whole server.
 pub fn router(app: AppState, schema: AppSchema) -> Router {
     let config = app.config.clone();
-    let mut router = Router::new()
-        .route("/", get(graphiql_page))
-        .route("/graphiql/{file}", get(graphiql_asset))
+    let mut router = Router::new();
+    if config.server.graphiql {
+        router = router
+            .route("/", get(graphiql_page))
+            .route("/graphiql/{file}", get(graphiql_asset));
+    }
+    let mut router = router
         .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/graphql", get(graphql_get).post(graphql_post))
         .route("/media/{dir}/{name}", get(media::serve).put(media::receive))
@@ -90,6 +94,23 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
 /// A GraphQL-shaped error response outside the executor.
 fn error_response(status: StatusCode, err: &AppError) -> Response {
     (status, Json(err.to_graphql_json())).into_response()
+}
+
+/// A refusal decided before the request's body was read: in the media type
+/// the client accepts, and with `Connection: close`, since the unread body
+/// still stands between this response and the next request on the
+/// connection (hyper closes it; the client is told so, and does not send
+/// its next request into a closing socket).
+fn refuse_unread(status: StatusCode, err: &AppError, headers: &HeaderMap) -> Response {
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, Reply::of(headers).content_type()),
+            (header::CONNECTION, "close"),
+        ],
+        Json(err.to_graphql_json()),
+    )
+        .into_response()
 }
 
 /// The token an `Authorization` header value carries, and the viewer it
@@ -208,23 +229,28 @@ async fn graphql_post(State(state): State<HttpState>, request: Request) -> Respo
                 .is_some_and(|v| !v.trim().is_empty())
         });
         if !preflighted {
-            return error_response(
+            return refuse_unread(
                 StatusCode::BAD_REQUEST,
                 &AppError::bad_input(
                     "a multipart request must carry a non-empty Apollo-Require-Preflight or \
                      X-Apollo-Operation-Name header (CSRF protection)",
                 ),
+                &headers,
             );
         }
     }
     let peer = request.extensions().get::<Peer>().copied();
     let caller = match Caller::new(&state, &headers, peer).await {
         Ok(c) => c,
-        Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
+        Err(e) => return refuse_unread(StatusCode::UNAUTHORIZED, &e, &headers),
     };
     let batch = if is_multipart {
         if caller.viewer == Viewer::Anonymous {
-            return error_response(StatusCode::UNAUTHORIZED, &AppError::sign_in_required());
+            return refuse_unread(
+                StatusCode::UNAUTHORIZED,
+                &AppError::sign_in_required(),
+                &headers,
+            );
         }
         let limits = multipart::Limits {
             max_file: state.app.config.media.max_upload_bytes,
@@ -353,6 +379,18 @@ fn graphql_response(reply: Reply, response: async_graphql::Response) -> Response
         .into_response()
 }
 
+/// What was wrong with a GET's parameters, without serde's own type names.
+fn get_problem(e: &dyn std::fmt::Display) -> &'static str {
+    let text = e.to_string();
+    if text.contains("variables") {
+        "`variables` is not a JSON object"
+    } else if text.contains("extensions") {
+        "`extensions` is not a JSON object"
+    } else {
+        "they could not be read"
+    }
+}
+
 /// Whether a request names what to run: a query, or a persisted query's hash.
 fn names_a_query(r: &async_graphql::Request) -> bool {
     !r.query.is_empty() || r.extensions.contains_key("persistedQuery")
@@ -376,7 +414,35 @@ fn parse_batch(body: &[u8]) -> Result<BatchRequest, AppError> {
     if value.as_array().is_some_and(Vec::is_empty) {
         return Err(AppError::bad_input("empty batch"));
     }
-    serde_json::from_value(value).map_err(|e| malformed(&e))
+    let operations = match &value {
+        serde_json::Value::Array(items) => items.iter().collect(),
+        one => vec![one],
+    };
+    if let Some(wrong) = operations.into_iter().find_map(misshapen) {
+        return Err(malformed(&wrong));
+    }
+    // The shape was checked: what serde says now names its own types, not
+    // the request's; the client is told the rule instead.
+    serde_json::from_value(value).map_err(|_| malformed(&OPERATION_SHAPE))
+}
+
+/// What an operation object holds, as clients are told when it does not.
+const OPERATION_SHAPE: &str = "an operation is an object with `query` (a string), and optionally \
+     `variables` (an object), `operationName` (a string) and `extensions` (an object)";
+
+/// Why an operation object is not of [`OPERATION_SHAPE`], if it is not.
+fn misshapen(op: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let o = op.as_object()?;
+    let kind = |field: &str, ok: fn(&Value) -> bool, what: &str| {
+        o.get(field)
+            .filter(|v| !v.is_null() && !ok(v))
+            .map(|_| format!("`{field}` must be {what}"))
+    };
+    kind("query", Value::is_string, "a string")
+        .or_else(|| kind("variables", Value::is_object, "an object"))
+        .or_else(|| kind("operationName", Value::is_string, "a string"))
+        .or_else(|| kind("extensions", Value::is_object, "an object"))
 }
 
 async fn graphql_get(State(state): State<HttpState>, request: Request) -> Response {
@@ -391,7 +457,15 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
     let peer = request.extensions().get::<Peer>().copied();
     let caller = match Caller::new(&state, request.headers(), peer).await {
         Ok(c) => c,
-        Err(e) => return error_response(StatusCode::UNAUTHORIZED, &e),
+        Err(e) => {
+            let reply = Reply::of(request.headers());
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::CONTENT_TYPE, reply.content_type())],
+                Json(e.to_graphql_json()),
+            )
+                .into_response();
+        }
     };
     let query = request.uri().query().unwrap_or_default();
     let gql = match async_graphql::http::parse_query_string(query) {
@@ -399,7 +473,11 @@ async fn graphql_get(State(state): State<HttpState>, request: Request) -> Respon
         Err(e) => {
             return error_response(
                 StatusCode::BAD_REQUEST,
-                &AppError::bad_input(format!("malformed GraphQL request: {e}")),
+                &AppError::bad_input(format!(
+                    "malformed GraphQL request: the parameters are `query`, `variables` (a JSON object), \
+                     `operationName` and `extensions` (a JSON object); {}",
+                    get_problem(&e)
+                )),
             );
         }
     };
@@ -528,7 +606,27 @@ async fn health(State(state): State<HttpState>) -> Response {
 }
 
 /// Prometheus text exposition of the few numbers the server keeps.
-async fn metrics(State(state): State<HttpState>) -> Response {
+async fn metrics(State(state): State<HttpState>, headers: HeaderMap) -> Response {
+    if let Some(token) = &state.app.config.server.metrics_token {
+        let given = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !crate::signing::same_secret(given.as_bytes(), token.as_bytes()) {
+            tracing::info!("metrics refused: no or wrong token");
+            return (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "a metrics token is required\n",
+            )
+                .into_response();
+        }
+    }
+    metrics_text(&state).into_response()
+}
+
+fn metrics_text(state: &HttpState) -> Response {
     let stats = &state.app.db_stats;
     let media = &state.app.media.stats;
     let body = format!(
@@ -577,11 +675,35 @@ async fn metrics(State(state): State<HttpState>) -> Response {
         media.failed(),
         media.waiting(),
     );
+    let mut body = body;
+    body.push_str(
+        "# HELP ephemera_limits_refused_total Actions refused by a rate limit, by kind.\n\
+         # TYPE ephemera_limits_refused_total counter\n",
+    );
+    for (kind, n) in state.app.accounts.limits.refused() {
+        body.push_str(&format!(
+            "ephemera_limits_refused_total{{kind=\"{kind}\"}} {n}\n"
+        ));
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 
-async fn graphiql_page() -> Html<&'static str> {
-    Html(include_str!("graphiql/index.html"))
+/// The playground's page: only its own scripts and styles, only this
+/// server to talk to, and never inside another site's frame.
+async fn graphiql_page() -> Response {
+    (
+        [
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+                 img-src 'self' data:; font-src 'self' data:; connect-src 'self'; \
+                 frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+            ),
+            (header::X_FRAME_OPTIONS, "DENY"),
+        ],
+        Html(include_str!("graphiql/index.html")),
+    )
+        .into_response()
 }
 
 macro_rules! asset {

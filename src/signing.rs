@@ -61,6 +61,18 @@ impl Signer {
     }
 }
 
+/// Whether `given` is `secret`, compared in time that does not depend on
+/// where they differ (a token checked against a setting).
+pub fn same_secret(given: &[u8], secret: &[u8]) -> bool {
+    use sha2::Digest;
+    // Equal-length digests, compared byte for byte in full.
+    let (a, b) = (Sha256::digest(given), Sha256::digest(secret));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,7 +180,6 @@ fn write_rates(config: &Config) -> WriteRates {
         moderate: l.rate_moderation,
         account: l.rate_account,
         catch_up: l.rate_catchup,
-        persisted: l.rate_persisted_queries,
     }
 }
 

@@ -164,8 +164,6 @@ pub struct WriteRates {
     pub account: Rate,
     /// Resumes of `events` from a cursor, per client address and account.
     pub catch_up: Rate,
-    /// Registrations of persisted queries, per client address.
-    pub persisted: Rate,
 }
 
 impl WriteRates {
@@ -188,7 +186,6 @@ impl WriteRates {
 pub struct Limiter {
     writes: WriteRates,
     catch_up: Rate,
-    persisted: Rate,
     per_address: Rate,
     per_account: Rate,
     refused: [AtomicU64; Write::ALL.len() + 1],
@@ -208,7 +205,6 @@ impl Limiter {
         Self {
             writes,
             catch_up: writes.catch_up,
-            persisted: writes.persisted,
             per_address: Rate::per_minute(per_address, burst),
             per_account: Rate::per_minute(per_account, burst),
             refused: Default::default(),
@@ -227,7 +223,7 @@ impl Limiter {
         let key = format!("{}:{account}", write.as_str());
         if let Some(wait) = take(db, &key, self.writes.of(write), now).await? {
             self.refused[write as usize].fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(account, write = write.as_str(), "write refused: rate limit");
+            tracing::info!(account, write = write.as_str(), "write refused: rate limit");
             return Err(AppError::rate_limited(
                 format!(
                     "too many {} writes from this account; the limit is {}",
@@ -252,7 +248,7 @@ impl Limiter {
     ) -> AppResult<()> {
         let refuse = |what: &str, wait| {
             self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(what, "password attempt refused: rate limit");
+            tracing::info!(what, "password attempt refused: rate limit");
             Err(AppError::rate_limited(
                 format!("too many password attempts {what}; try again later"),
                 wait,
@@ -295,7 +291,7 @@ impl Limiter {
         for key in keys.into_iter().flatten() {
             if let Some(wait) = take(db, &key, self.catch_up, now).await? {
                 self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(key, "resume refused: rate limit");
+                tracing::info!(key, "resume refused: rate limit");
                 return Err(AppError::rate_limited(
                     format!(
                         "too many resumes from a cursor; the limit is {}",
@@ -304,31 +300,6 @@ impl Limiter {
                     wait,
                 ));
             }
-        }
-        Ok(())
-    }
-
-    /// Counts a registration of a persisted query from `client`.
-    pub async fn persisted_query<C: ConnectionTrait>(
-        &self,
-        db: &C,
-        client: Option<ClientAddr>,
-        now: Millis,
-    ) -> AppResult<()> {
-        let Some(ClientAddr(ip)) = client else {
-            return Ok(());
-        };
-        if let Some(wait) =
-            take(db, &format!("persisted-address:{ip}"), self.persisted, now).await?
-        {
-            self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
-            return Err(AppError::rate_limited(
-                format!(
-                    "too many persisted queries registered; the limit is {}",
-                    self.persisted
-                ),
-                wait,
-            ));
         }
         Ok(())
     }

@@ -329,6 +329,7 @@ pub async fn take_down(
     )
     .await?;
     txn.commit().await?;
+    tracing::info!(moderator, subject, author, ?kind, "taken down");
     Ok(kind)
 }
 
@@ -382,6 +383,12 @@ pub async fn suspend(
     resolve_about(&txn, moderator, user, &format!("suspended: {reason}"), now).await?;
     txn.commit().await?;
     super::session::forget_all(accounts, user, &sessions);
+    tracing::info!(
+        moderator,
+        user,
+        sessions = sessions.len(),
+        "account suspended"
+    );
     Ok(())
 }
 

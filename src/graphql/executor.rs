@@ -35,6 +35,7 @@ use sha2::{Digest, Sha256};
 
 use super::AppSchema;
 use crate::error::{Code, INTERNAL_MESSAGE};
+use crate::throttle::ClientAddr;
 
 /// Marks a request that came over HTTP GET, where only queries are allowed.
 #[derive(Clone, Copy, Debug)]
@@ -57,6 +58,9 @@ pub struct Limits {
     pub max_depth: usize,
     pub max_complexity: usize,
     pub max_aliases: usize,
+    /// Registrations of new persisted queries one client address may make
+    /// (the cache is this instance's, and so is this count).
+    pub persisted_per_address: crate::throttle::Rate,
 }
 
 /// Parsed documents by query text.
@@ -76,6 +80,25 @@ struct Guard {
     limits: Limits,
     documents: Documents,
     persisted: Mutex<LruCache<String, String>>,
+    /// Registrations per client address, so that no one client can flush
+    /// the persisted queries of everyone else.
+    registrations: Registrations,
+}
+
+type Registrations = governor::RateLimiter<
+    std::net::IpAddr,
+    governor::state::keyed::DefaultKeyedStateStore<std::net::IpAddr>,
+    governor::clock::DefaultClock,
+>;
+
+/// A GCRA limiter at `rate`.
+fn limiter_of(rate: crate::throttle::Rate) -> Registrations {
+    let n = std::num::NonZeroU32::new(rate.n).unwrap_or(std::num::NonZeroU32::MIN);
+    let burst = std::num::NonZeroU32::new(rate.burst).unwrap_or(n);
+    let quota = governor::Quota::with_period(rate.per / rate.n.max(1))
+        .unwrap_or_else(|| governor::Quota::per_second(n))
+        .allow_burst(burst);
+    governor::RateLimiter::keyed(quota)
 }
 
 impl Guard {
@@ -83,6 +106,7 @@ impl Guard {
         let size = NonZeroUsize::new(PARSED_DOCUMENTS).unwrap_or(NonZeroUsize::MIN);
         let persisted = NonZeroUsize::new(PERSISTED_QUERIES).unwrap_or(NonZeroUsize::MIN);
         Self {
+            registrations: limiter_of(limits.persisted_per_address),
             limits,
             documents: Mutex::new(LruCache::new(size)),
             persisted: Mutex::new(LruCache::new(persisted)),
@@ -98,7 +122,11 @@ impl Guard {
     /// alone that is not known answers `PERSISTED_QUERY_NOT_FOUND`, and the
     /// client sends the query with it. Queries over [`CACHED_QUERY_MAX`]
     /// bytes are not remembered.
-    fn persisted_query(&self, request: &mut Request) -> Result<Option<String>, ServerError> {
+    fn persisted_query(
+        &self,
+        request: &mut Request,
+        client: Option<ClientAddr>,
+    ) -> Result<Option<String>, ServerError> {
         let Some(pq) = request.extensions.get("persistedQuery") else {
             return Ok(None);
         };
@@ -140,6 +168,30 @@ impl Guard {
         if actual != hash {
             return Err(bad_input("provided sha256Hash does not match the query"));
         }
+        let known = self
+            .persisted
+            .lock()
+            .ok()
+            .is_some_and(|p| p.contains(&hash));
+        if !known
+            && let Some(ClientAddr(ip)) = client
+            && let Err(not_until) = self.registrations.check_key(&ip)
+        {
+            use governor::clock::Clock;
+            let wait = not_until.wait_time_from(governor::clock::DefaultClock::default().now());
+            tracing::info!(%ip, "persisted query registration refused: rate limit");
+            let mut e = ServerError::new(
+                format!(
+                    "too many persisted queries registered from this address; the limit is {}",
+                    self.limits.persisted_per_address
+                ),
+                None,
+            );
+            let ext = e.extensions.get_or_insert_with(Default::default);
+            ext.set("code", Code::RateLimited.as_str());
+            ext.set("retryAfter", wait.as_secs().max(1));
+            return Err(e);
+        }
         Ok((request.query.len() <= CACHED_QUERY_MAX).then_some(hash))
     }
 
@@ -166,8 +218,14 @@ impl Guard {
     /// Parses (or recalls) the request's document and refuses it if it breaks
     /// a limit; otherwise hands the parsed document on with the request, and
     /// lets a query hold one database connection.
-    fn check(&self, request: &mut Request) -> Result<(), ServerError> {
-        let persist = self.persisted_query(request)?;
+    fn check(&self, request: &mut Request, session: Option<&Data>) -> Result<(), ServerError> {
+        let client = request
+            .data
+            .get(&std::any::TypeId::of::<ClientAddr>())
+            .or_else(|| session.and_then(|d| d.get(&std::any::TypeId::of::<ClientAddr>())))
+            .and_then(|c| c.downcast_ref::<ClientAddr>())
+            .copied();
+        let persist = self.persisted_query(request, client)?;
         let remembered = match self.recall(&request.query) {
             Some(doc) => {
                 request.set_parsed_query(doc);
@@ -267,7 +325,7 @@ impl GuardedExecutor {
 
 impl Executor for GuardedExecutor {
     async fn execute(&self, mut request: Request) -> Response {
-        if let Err(e) = self.guard.check(&mut request) {
+        if let Err(e) = self.guard.check(&mut request, None) {
             return Response::from_errors(vec![e]);
         }
         self.guard.finish(self.schema.execute(request).await)
@@ -278,7 +336,7 @@ impl Executor for GuardedExecutor {
         mut request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
-        if let Err(e) = self.guard.check(&mut request) {
+        if let Err(e) = self.guard.check(&mut request, session_data.as_deref()) {
             return futures_util::stream::once(async move { Response::from_errors(vec![e]) })
                 .boxed();
         }
@@ -343,6 +401,9 @@ fn ensure_codes(mut response: Response) -> Response {
         let is_input_error = e.path.is_empty()
             || e.message.starts_with("Invalid value for argument")
             || e.message.starts_with("Failed to parse")
+            // A variable of the wrong shape for an input object or list
+            // (`{"i": 5}`), found while coercing the field's arguments.
+            || e.message.starts_with("Expected input type ")
             // A required variable the request did not send.
             || (e.message.starts_with("Variable ") && e.message.ends_with(" is not defined."));
         if is_input_error {

@@ -25,11 +25,15 @@ pub type AppSchema =
 pub fn build_schema(state: AppState) -> AppSchema {
     let config = state.config.clone();
     types::price_pages_up_to(config.graphql.max_page_size);
-    builder()
+    let schema = builder()
         .data(loaders::Loaders::shared(&state))
         .data(state)
-        .limit_complexity(config.graphql.max_complexity)
-        .finish()
+        .limit_complexity(config.graphql.max_complexity);
+    if config.server.introspection {
+        schema.finish()
+    } else {
+        schema.disable_introspection().finish()
+    }
 }
 
 /// The schema behind the guard, as HTTP and websockets run it.
@@ -45,6 +49,7 @@ pub fn executor(schema: AppSchema, config: &crate::config::Config) -> executor::
             max_depth: config.graphql.max_depth,
             max_complexity: config.graphql.max_complexity,
             max_aliases: config.graphql.max_aliases,
+            persisted_per_address: config.limits.rate_persisted_queries,
         },
     )
 }

@@ -58,6 +58,7 @@ pub(super) async fn serve(
         return denied();
     };
     if !store.check_get(&key, exp, &sig, now) {
+        tracing::info!(key, "media read refused: bad or expired signature");
         return denied();
     }
     let Some(path) = store.file_path(&key) else {
@@ -107,8 +108,27 @@ pub(super) async fn serve(
         .into_response()
 }
 
-/// PUT: a direct upload's bytes, exactly as many as were signed.
+/// PUT: a direct upload's bytes, exactly as many as were signed. A
+/// refusal says `Connection: close`: the body it did not read (or read
+/// only in part) still stands between it and the next request.
 pub(super) async fn receive(
+    state: State<HttpState>,
+    path: Path<(String, String)>,
+    signed: Query<Signed>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let mut response = receive_bytes(state, path, signed, headers, body).await;
+    if !response.status().is_success() {
+        response.headers_mut().insert(
+            header::CONNECTION,
+            axum::http::HeaderValue::from_static("close"),
+        );
+    }
+    response
+}
+
+async fn receive_bytes(
     State(state): State<HttpState>,
     Path((dir, name)): Path<(String, String)>,
     Query(signed): Query<Signed>,
@@ -132,7 +152,7 @@ pub(super) async fn receive(
     };
     let now = state.app.clock.now();
     if !store.check_put(&key, exp, &sig, content_type, len, now) {
-        tracing::warn!(key, "direct upload refused: bad or expired signature");
+        tracing::info!(key, "direct upload refused: bad or expired signature");
         return denied();
     }
     let max = state.app.media.config.max_upload_bytes;

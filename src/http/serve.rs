@@ -19,6 +19,11 @@
 //! the process may open. Each request carries its peer's address
 //! ([`Peer`]) for the limits that count per client.
 //!
+//! Writes must make progress too: a response (or websocket message) that
+//! waits `EPHEMERA_HTTP_WRITE_TIMEOUT` for a client that does not read it
+//! closes the connection. A request head is buffered up to
+//! `EPHEMERA_HTTP_MAX_HEAD_BYTES`; a larger one is refused (431).
+//!
 //! Shutdown works as `axum::serve`'s: stop accepting, let each connection
 //! finish the requests it has begun, then return.
 
@@ -47,6 +52,10 @@ pub struct Peer(pub IpAddr);
 pub struct ServeLimits {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    /// How long a write to the client may wait for the client to read.
+    pub write_timeout: Duration,
+    /// The most bytes of a request head buffered (hyper's read buffer).
+    pub max_head_bytes: usize,
     pub max_connections: usize,
     pub max_connections_per_address: usize,
 }
@@ -171,7 +180,10 @@ pub async fn serve(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        // A head larger than this is refused (431) before more is read:
+        // a connection holds at most this much of one.
+        .max_buf_size(limits.max_head_bytes.max(8192));
     let open = Counter::default();
 
     loop {
@@ -205,6 +217,7 @@ pub async fn serve(
         let builder = builder.clone();
         let signal_tx = signal_tx.clone();
         let close_rx = close_rx.clone();
+        let stream = WriteDeadline::new(stream, limits.write_timeout);
         tokio::spawn(async move {
             let conn = builder
                 .serve_connection(TokioIo::new(stream), service)
@@ -233,6 +246,104 @@ pub async fn serve(
     drop(close_rx);
     drop(listener);
     close_tx.closed().await;
+}
+
+/// A connection whose writes must make progress within a deadline: a client
+/// that stops reading its responses (or its websocket's messages) makes a
+/// write wait; once one has waited `timeout`, the write fails and the
+/// connection closes, instead of holding its socket and buffers forever.
+struct WriteDeadline<S> {
+    inner: S,
+    timeout: Duration,
+    /// Armed while a write waits.
+    waiting: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            waiting: None,
+        }
+    }
+
+    /// What a pending write becomes: still pending, or failed once it has
+    /// waited too long.
+    fn pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        let timeout = self.timeout;
+        let sleep = self
+            .waiting
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                tracing::info!("connection closed: the client stopped reading");
+                Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the client read nothing for the write timeout",
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn done<T>(
+        &mut self,
+        result: Poll<std::io::Result<T>>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<T>> {
+        match result {
+            Poll::Pending => self.pending(cx),
+            ready => {
+                self.waiting = None;
+                ready
+            }
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.done(result, cx)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        self.done(result, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.done(result, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.done(result, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 /// A request as the router takes it: tagged with its peer, its body under
