@@ -1109,3 +1109,255 @@ async fn resumes_are_metered(app: &TestApp) {
 }
 
 crate::both_backends_with!(three_resumes => resumes_are_metered);
+
+/// Variables of the wrong shape for an input object or list are the
+/// client's mistake (`BAD_USER_INPUT`), never an internal error; request
+/// bodies of the wrong shape are refused naming the rule, not serde's types.
+async fn wrong_shapes_are_bad_input(app: &TestApp) {
+    let u = app.sign_up("shaper").await;
+    let create = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id } }";
+    for v in [
+        json!(5),
+        json!("x"),
+        json!([1]),
+        json!(true),
+        json!({ "caption": 5 }),
+    ] {
+        let resp = app.gql(u.token(), create, json!({ "i": v })).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{v}: {resp}");
+    }
+    let nodes = "query($ids: [ID!]!) { nodes(ids: $ids) { id } }";
+    for v in [json!({ "a": 1 }), json!([[1]]), json!([{}])] {
+        let resp = app.gql(None, nodes, json!({ "ids": v })).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{v}: {resp}");
+    }
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 0);
+    for body in [
+        json!({ "query": 5 }),
+        json!({ "query": "{ __typename }", "variables": 5 }),
+        json!({ "query": "{ __typename }", "operationName": [] }),
+        json!({ "query": "{ __typename }", "extensions": "x" }),
+        json!([{ "query": "{ __typename }" }, { "query": {} }]),
+    ] {
+        let (_, resp) = app.post(None, &body).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{body}: {resp}");
+        let text = message(&resp);
+        assert!(
+            !text.contains("untagged") && !text.contains("enum") && !text.contains("BatchRequest"),
+            "{text}"
+        );
+        assert!(text.contains("must be"), "{text}");
+    }
+    let resp = app
+        .get(&[("query", "{ __typename }"), ("variables", "[1")])
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
+    assert!(!message(&resp).contains("serde"), "{resp}");
+}
+
+crate::both_backends!(wrong_shapes_are_bad_input);
+
+fn short_writes(c: &mut ephemera::config::Config) {
+    c.http.write_timeout = std::time::Duration::from_secs(1);
+}
+
+/// A client that never reads its responses is disconnected once a write
+/// has waited `EPHEMERA_HTTP_WRITE_TIMEOUT`; a request head larger than
+/// `EPHEMERA_HTTP_MAX_HEAD_BYTES` is refused (431) without buffering it; a
+/// 401 decided before the body was read says `Connection: close` and, to a
+/// client that accepts it, is `application/graphql-response+json`.
+async fn slow_and_big_clients_are_bounded(app: &TestApp) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = app.base.trim_start_matches("http://").to_owned();
+    // Pipeline many requests whose answers are large, and never read.
+    let big = format!(
+        "{{ {} }}",
+        (0..30)
+            .map(|i| format!("a{i}: __schema {{ types {{ name description }} }}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let body = json!({ "query": big }).to_string();
+    let request = format!(
+        "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut conn = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let _ = conn.set_nodelay(true);
+    let started = std::time::Instant::now();
+    let mut sent = 0;
+    // Stop sending once the server stops reading (its writes are stuck).
+    while started.elapsed() < std::time::Duration::from_secs(20) {
+        match tokio::time::timeout(
+            std::time::Duration::from_secs(3),
+            conn.write_all(request.as_bytes()),
+        )
+        .await
+        {
+            Ok(Ok(())) => sent += 1,
+            _ => break,
+        }
+    }
+    // The server gives up on the connection: reading now finds it closed
+    // after what it had written, within the test's bound.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => return true,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .unwrap_or(false);
+    assert!(closed, "the connection stayed open after {sent} requests");
+    still_serving(app).await;
+
+    // A request head of 64 KiB.
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(64 * 1024)
+    );
+    assert_eq!(raw_status(app, &head).await, 431);
+
+    // A 401 before the body: `Connection: close`, and the client's type.
+    let resp = app
+        .http
+        .post(format!("{}/graphql", app.base))
+        .header("authorization", "Bearer not-a-token")
+        .header("accept", "application/graphql-response+json")
+        .json(&json!({ "query": "{ __typename }" }))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(resp.status(), 401);
+    assert_eq!(resp.headers()["connection"], "close");
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("application/graphql-response+json")
+    );
+    still_serving(app).await;
+}
+
+crate::both_backends_with!(short_writes => slow_and_big_clients_are_bounded);
+
+fn production_switches(c: &mut ephemera::config::Config) {
+    c.server.graphiql = false;
+    c.server.introspection = false;
+    c.server.metrics_token = Some("metrics-secret".into());
+}
+
+/// The production switches: no playground, no introspection, `/metrics`
+/// behind its token.
+async fn production_switches_hold(app: &TestApp) {
+    let page = app
+        .http
+        .get(format!("{}/", app.base))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(page.status(), 404);
+    // Introspection answers nothing of the schema.
+    let resp = app
+        .gql(None, "{ __schema { types { name } } }", json!({}))
+        .await;
+    assert!(resp["data"]["__schema"].is_null(), "{resp}");
+    let resp = app
+        .gql(
+            None,
+            "{ __type(name: \"Status\") { fields { name } } }",
+            json!({}),
+        )
+        .await;
+    assert!(resp["data"]["__type"].is_null(), "{resp}");
+    app.ok(None, "{ __typename }", json!({})).await;
+    let open = app
+        .http
+        .get(format!("{}/metrics", app.base))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(open.status(), 401);
+    let wrong = app
+        .http
+        .get(format!("{}/metrics", app.base))
+        .bearer_auth("metrics-secreT")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(wrong.status(), 401);
+    let right = app
+        .http
+        .get(format!("{}/metrics", app.base))
+        .bearer_auth("metrics-secret")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(right.status(), 200);
+    let text = right.text().await.expect("metrics");
+    assert!(
+        text.contains("ephemera_limits_refused_total{kind=\"post\"}"),
+        "{text}"
+    );
+}
+
+crate::both_backends_with!(production_switches => production_switches_hold);
+
+/// The playground's page is served under a CSP that keeps it out of other
+/// sites' frames and lets it load and talk to this server only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_playground_page_has_a_strict_csp() {
+    let app = TestApp::spawn(crate::support::Backend::Sqlite).await;
+    let page = app
+        .http
+        .get(format!("{}/", app.base))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(page.status(), 200);
+    let csp = page.headers()["content-security-policy"]
+        .to_str()
+        .expect("a CSP")
+        .to_owned();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    app.finish().await;
+}
+
+fn few_registrations(c: &mut ephemera::config::Config) {
+    c.limits.rate_persisted_queries = "3/1m".parse().expect("a rate");
+}
+
+/// One client cannot flush the persisted-query cache: new registrations
+/// from one address are limited (`RATE_LIMITED`), what is registered stays,
+/// and known hashes still run.
+async fn persisted_queries_are_rationed_per_address(app: &TestApp) {
+    let register = |i: usize| {
+        let query = format!("query Q{i} {{ __typename }}");
+        let ext = json!({ "persistedQuery": { "version": 1, "sha256Hash": sha256(&query) } });
+        json!({ "query": query, "extensions": ext })
+    };
+    for i in 0..3 {
+        let (_, resp) = app.post(None, &register(i)).await;
+        assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    }
+    let (_, resp) = app.post(None, &register(3)).await;
+    assert_eq!(error_code(&resp), "RATE_LIMITED", "{resp}");
+    // Registering a known one again is not new.
+    let (_, resp) = app.post(None, &register(0)).await;
+    assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    let hash_only = json!({ "extensions": register(1)["extensions"] });
+    let (_, resp) = app.post(None, &hash_only).await;
+    assert_eq!(resp["data"]["__typename"], "Query", "{resp}");
+    let unknown = json!({ "extensions": register(3)["extensions"] });
+    let (_, resp) = app.post(None, &unknown).await;
+    assert_eq!(error_code(&resp), "PERSISTED_QUERY_NOT_FOUND", "{resp}");
+}
+
+crate::both_backends_with!(few_registrations => persisted_queries_are_rationed_per_address);
