@@ -29,6 +29,7 @@ use imagesize::ImageType;
 use img_parts::ImageEXIF;
 use img_parts::jpeg::{Jpeg, markers};
 use img_parts::png::Png;
+use img_parts::riff::{RiffChunk, RiffContent};
 use img_parts::webp::WebP;
 
 use crate::error::{AppError, AppResult};
@@ -109,22 +110,15 @@ fn corrupt(_: img_parts::Error) -> AppError {
 fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
     match content_type {
         "image/jpeg" => {
-            let mut jpeg = Jpeg::from_bytes(bytes).map_err(corrupt)?;
-            let kept = kept_exif(jpeg.exif());
-            jpeg.set_exif(None);
-            // XMP is an APP1 segment too; APP13 holds IPTC; COM is a comment.
-            for marker in [markers::APP1, markers::APP13, markers::COM] {
-                jpeg.remove_segments_by_marker(marker);
-            }
-            // The MPF index of further images (which go below); ICC
-            // profiles, also APP2, stay.
-            jpeg.segments_mut()
-                .retain(|s| !(s.marker() == markers::APP2 && s.contents().starts_with(b"MPF\0")));
-            jpeg.set_exif(kept);
-            let out = jpeg.encoder().bytes();
-            let end = jpeg_end(&out)
+            let kept = kept_exif(Jpeg::from_bytes(bytes.clone()).map_err(corrupt)?.exif());
+            // Every segment of the whole file walked, scans included, and
+            // only what draws the image kept; then the orientation alone
+            // written back as EXIF.
+            let drawn = jpeg_drawn_only(&bytes)
                 .ok_or_else(|| unsupported("the image data is truncated (no end of image)"))?;
-            Ok(out.slice(..end))
+            let mut jpeg = Jpeg::from_bytes(Bytes::from(drawn)).map_err(corrupt)?;
+            jpeg.set_exif(kept);
+            Ok(jpeg.encoder().bytes())
         }
         "image/png" => {
             let mut png = Png::from_bytes(bytes).map_err(corrupt)?;
@@ -137,6 +131,19 @@ fn strip_metadata(content_type: &str, bytes: Bytes) -> AppResult<Bytes> {
             let mut webp = WebP::from_bytes(bytes).map_err(corrupt)?;
             let kept = kept_exif(webp.exif());
             webp.chunks_mut().retain(|c| WEBP_KEPT.contains(&c.id()));
+            // An animation's frames hold chunks of their own: only what
+            // draws the frame stays in each.
+            for chunk in webp.chunks_mut().iter_mut() {
+                if chunk.id() != *b"ANMF" {
+                    continue;
+                }
+                let RiffContent::Data(data) = chunk.content() else {
+                    return Err(unsupported("the image structure is truncated or corrupt"));
+                };
+                let frame = webp_frame_drawn_only(data)
+                    .ok_or_else(|| unsupported("the image structure is truncated or corrupt"))?;
+                *chunk = RiffChunk::new(*b"ANMF", RiffContent::Data(Bytes::from(frame)));
+            }
             // Also rewrites the VP8X flags to match the chunks left.
             webp.set_exif(kept);
             Ok(webp.encoder().bytes())
@@ -159,11 +166,24 @@ const WEBP_KEPT: [[u8; 4]; 7] = [
     *b"VP8 ", *b"VP8L", *b"VP8X", *b"ALPH", *b"ANIM", *b"ANMF", *b"ICCP",
 ];
 
-/// The length of a JPEG up to and including the EOI that ends its first
-/// image: segments are walked by their lengths, scans byte by byte (a 0xFF
-/// in entropy-coded data is followed by 0x00, a restart marker or fill).
-fn jpeg_end(b: &[u8]) -> Option<usize> {
-    let mut i = 2; // SOI
+/// A JPEG's first image with only the segments that draw it: walked from
+/// SOI to the first EOI, segment by segment (by their lengths) and scan by
+/// scan (entropy-coded data byte by byte), so that nothing is missed where
+/// it hides: between the scans of a progressive JPEG, after the last scan,
+/// or after the EOI (dropped with every further image). Kept: the frame,
+/// tables, scans and restart markers; the JFIF header without its
+/// thumbnail; ICC profiles (APP2 `ICC_PROFILE`); Adobe's colour transform
+/// (APP14 `Adobe`, which CMYK images need). Dropped: every other APPn (EXIF
+/// and XMP in APP1, JFXX thumbnails in APP0, MPF and FlashPix in APP2,
+/// APP3 "Meta", IPTC in APP13, ...), comments, and the reserved JPGn
+/// markers. `None` if the file ends before its EOI.
+fn jpeg_drawn_only(b: &[u8]) -> Option<Vec<u8>> {
+    if b.get(..2)? != [0xFF, markers::SOI] {
+        return None;
+    }
+    let mut out = Vec::with_capacity(b.len());
+    out.extend_from_slice(&[0xFF, markers::SOI]);
+    let mut i = 2;
     loop {
         while *b.get(i)? != 0xFF {
             i += 1;
@@ -173,13 +193,36 @@ fn jpeg_end(b: &[u8]) -> Option<usize> {
         }
         let marker = *b.get(i + 1)?;
         match marker {
-            markers::EOI => return Some(i + 2),
-            0x01 | 0xD0..=0xD7 => i += 2,
+            markers::EOI => {
+                out.extend_from_slice(&[0xFF, markers::EOI]);
+                return Some(out);
+            }
+            0x01 | 0xD0..=0xD7 => {
+                out.extend_from_slice(&[0xFF, marker]);
+                i += 2;
+            }
             _ => {
                 let len = usize::from(u16::from_be_bytes([*b.get(i + 2)?, *b.get(i + 3)?]));
+                let segment = b.get(i..i + 2 + len)?;
+                let contents = segment.get(4..)?;
+                match marker {
+                    // JFIF's header, its thumbnail dropped (zero by zero).
+                    0xE0 if contents.starts_with(b"JFIF\0") && contents.len() >= 14 => {
+                        out.extend_from_slice(&[0xFF, 0xE0, 0x00, 16]);
+                        out.extend_from_slice(&contents[..12]);
+                        out.extend_from_slice(&[0, 0]);
+                    }
+                    0xE2 if contents.starts_with(b"ICC_PROFILE\0") => {
+                        out.extend_from_slice(segment)
+                    }
+                    0xEE if contents.starts_with(b"Adobe") => out.extend_from_slice(segment),
+                    0xE0..=0xEF | markers::COM | 0xF0..=0xFD => {}
+                    _ => out.extend_from_slice(segment),
+                }
                 i += 2 + len;
                 if marker == markers::SOS {
                     // Entropy-coded data up to the next real marker.
+                    let start = i;
                     loop {
                         if *b.get(i)? == 0xFF {
                             let next = *b.get(i + 1)?;
@@ -189,17 +232,47 @@ fn jpeg_end(b: &[u8]) -> Option<usize> {
                         }
                         i += 1;
                     }
+                    out.extend_from_slice(b.get(start..i)?);
                 }
             }
         }
     }
 }
 
+/// An animated WebP frame's payload (`ANMF`: a 16-byte frame header, then
+/// chunks) with only the chunks that draw it (`ALPH`, `VP8 `, `VP8L`);
+/// `None` if a chunk runs past the payload.
+fn webp_frame_drawn_only(data: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(data.len());
+    out.extend_from_slice(data.get(..16)?);
+    let mut i = 16;
+    while i < data.len() {
+        let id = data.get(i..i + 4)?;
+        let len = u32::from_le_bytes(data.get(i + 4..i + 8)?.try_into().ok()?);
+        let len = usize::try_from(len).ok()?;
+        let padded = len + (len & 1);
+        let end = i.checked_add(8)?.checked_add(padded)?;
+        let chunk = data.get(i..end.min(data.len()))?;
+        if chunk.len() < 8 + len {
+            return None;
+        }
+        if [*b"ALPH", *b"VP8 ", *b"VP8L"].iter().any(|k| k == id) {
+            out.extend_from_slice(chunk);
+            if chunk.len() < 8 + padded {
+                out.push(0);
+            }
+        }
+        i = end;
+    }
+    Some(out)
+}
+
 /// A GIF with only what draws it: header, colour tables, image
-/// descriptors and their data, graphic control extensions, plain-text
-/// extensions, and the NETSCAPE2.0/ANIMEXTS1.0 looping extension; comments
-/// and other application extensions (XMP, private data) are dropped, and so
-/// is anything after the trailer. A structure that runs past the end of the
+/// descriptors and their data, graphic control extensions and the
+/// NETSCAPE2.0/ANIMEXTS1.0 looping extension, both rewritten in their
+/// standard form (extra sub-blocks dropped); comments, plain-text
+/// extensions (text browsers do not draw) and other application extensions
+/// (XMP, private data) are dropped, and so is anything after the trailer. A structure that runs past the end of the
 /// file is refused.
 fn strip_gif(b: &[u8]) -> AppResult<Bytes> {
     let cut = || unsupported("the image structure is truncated or corrupt");
@@ -243,8 +316,19 @@ fn strip_gif(b: &[u8]) -> AppResult<Bytes> {
                 let looping = label == 0xFF
                     && b.get(i + 2..i + 14)
                         .is_some_and(|a| a == b"\x0bNETSCAPE2.0" || a == b"\x0bANIMEXTS1.0");
-                if label == 0xF9 || label == 0x01 || looping {
-                    out.extend_from_slice(b.get(i..end).ok_or_else(cut)?);
+                // Each kept extension is written anew in its one standard
+                // form, so no sub-block beyond it rides along.
+                if label == 0xF9 && get(i + 2)? == 4 {
+                    // Graphic control: 4 bytes of timing and transparency.
+                    out.extend_from_slice(&[0x21, 0xF9, 4]);
+                    out.extend_from_slice(b.get(i + 3..i + 7).ok_or_else(cut)?);
+                    out.push(0);
+                } else if looping && get(i + 14)? == 3 && get(i + 15)? == 1 {
+                    // Looping: sub-block 1 with the loop count, nothing else.
+                    out.extend_from_slice(b.get(i..i + 14).ok_or_else(cut)?);
+                    out.extend_from_slice(&[3, 1]);
+                    out.extend_from_slice(b.get(i + 16..i + 18).ok_or_else(cut)?);
+                    out.push(0);
                 }
                 i = end;
             }
@@ -435,6 +519,154 @@ mod tests {
                 "{file} still reads as {ty}"
             );
         }
+    }
+
+    /// A JPEG segment: marker and contents, with its length.
+    fn segment(marker: u8, contents: &[u8]) -> Vec<u8> {
+        let mut out = vec![0xFF, marker];
+        out.extend_from_slice(&u16::try_from(contents.len() + 2).unwrap().to_be_bytes());
+        out.extend_from_slice(contents);
+        out
+    }
+
+    #[test]
+    fn jpeg_metadata_is_removed_wherever_it_hides() {
+        let original = fixture("gps.jpg");
+        let mut hostile = vec![0xFF, 0xD8];
+        // A JFIF header with a 1×1 thumbnail, a JFXX thumbnail, APP3 "Meta".
+        let mut jfif = b"JFIF\0\x01\x02\x00\x00\x01\x00\x01\x01\x01".to_vec();
+        jfif.extend_from_slice(b"TH1");
+        hostile.extend(segment(0xE0, &jfif));
+        hostile.extend(segment(0xE0, b"JFXX\0\x10GPS-IN-JFXX"));
+        hostile.extend(segment(0xE3, b"Meta\0GPS-IN-META"));
+        hostile.extend(segment(0xEC, b"Ducky GPS-IN-APP12"));
+        // The original after its SOI, then, before its EOI (after its last
+        // scan, as between the scans of a progressive JPEG), an EXIF segment
+        // and a comment.
+        let body = &original[2..original.len() - 2];
+        hostile.extend_from_slice(body);
+        hostile.extend(segment(0xE1, b"Exif\0\0GPS-BETWEEN-SCANS"));
+        hostile.extend(segment(0xFE, b"GPS-IN-COMMENT"));
+        hostile.extend(segment(0xE2, b"MPF\0GPS-IN-MPF"));
+        hostile.extend_from_slice(&[0xFF, 0xD9]);
+        hostile.extend_from_slice(b"GPS-AFTER-EOI");
+        let j = judge(Bytes::from(hostile)).unwrap();
+        for secret in [
+            &b"TH1"[..],
+            b"GPS-IN-JFXX",
+            b"GPS-IN-META",
+            b"GPS-IN-APP12",
+            b"GPS-BETWEEN-SCANS",
+            b"GPS-IN-COMMENT",
+            b"GPS-IN-MPF",
+            b"GPS-AFTER-EOI",
+            b"JFXX",
+        ] {
+            assert!(
+                !contains(&j.bytes, secret),
+                "{}",
+                String::from_utf8_lossy(secret)
+            );
+        }
+        assert!(j.bytes.ends_with(&[0xFF, 0xD9]));
+        assert_eq!((j.width, j.height), (Some(3), Some(2)));
+        // The JFIF header stays, with a 0×0 thumbnail.
+        assert!(contains(
+            &j.bytes,
+            b"JFIF\0\x01\x02\x00\x00\x01\x00\x01\x00\x00"
+        ));
+        // And it still parses as a JPEG, its scan intact.
+        let again = Jpeg::from_bytes(j.bytes.clone()).unwrap();
+        assert!(again.segments().iter().any(|s| s.marker() == markers::SOS));
+    }
+
+    #[test]
+    fn gif_extensions_carry_nothing_extra() {
+        let gif = fixture("tiny.gif");
+        let flags = gif[10];
+        let table = if flags & 0x80 != 0 {
+            3usize << ((flags & 7) + 1)
+        } else {
+            0
+        };
+        let head = 13 + table;
+        let mut hostile = gif[..head].to_vec();
+        // Looping, with a sub-block after the loop count.
+        hostile.extend_from_slice(b"\x21\xFF\x0BNETSCAPE2.0\x03\x01\x05\x00\x0BGPS-IN-LOOP\x00");
+        // Graphic control, with a sub-block after its 4 bytes.
+        hostile.extend_from_slice(b"\x21\xF9\x04\x00\x0A\x00\x00\x0AGPS-IN-GCE\x00");
+        // A plain-text extension (text, drawn by no browser).
+        hostile.extend_from_slice(
+            b"\x21\x01\x0C\x00\x00\x00\x00\x01\x00\x01\x00\x01\x01\x00\x00\x0BGPS-IN-TEXT\x00",
+        );
+        hostile.extend_from_slice(&gif[head..]);
+        let j = judge(Bytes::from(hostile)).unwrap();
+        for secret in [&b"GPS-IN-LOOP"[..], b"GPS-IN-GCE", b"GPS-IN-TEXT"] {
+            assert!(
+                !contains(&j.bytes, secret),
+                "{}",
+                String::from_utf8_lossy(secret)
+            );
+        }
+        // The loop count and the delay survive, in their standard form.
+        assert!(contains(
+            &j.bytes,
+            b"\x21\xFF\x0BNETSCAPE2.0\x03\x01\x05\x00\x00"
+        ));
+        assert!(contains(&j.bytes, b"\x21\xF9\x04\x00\x0A\x00\x00\x00"));
+    }
+
+    #[test]
+    fn animated_webp_frames_keep_only_what_draws_them() {
+        let still = WebP::from_bytes(fixture("gps.webp")).unwrap();
+        let image = still
+            .chunks()
+            .iter()
+            .find(|c| [*b"VP8 ", *b"VP8L"].contains(&c.id()))
+            .unwrap()
+            .clone();
+        let mut frame = vec![0u8; 16];
+        // 3×2 at (0, 0), 100 ms.
+        frame[6] = 2;
+        frame[9] = 1;
+        frame[12] = 100;
+        let mut bytes = Vec::new();
+        for c in [
+            image.clone(),
+            RiffChunk::new(
+                *b"XMP ",
+                RiffContent::Data(Bytes::from_static(b"GPS-IN-FRAME")),
+            ),
+        ] {
+            let encoded = c.encoder().bytes();
+            bytes.extend_from_slice(&encoded);
+        }
+        frame.extend_from_slice(&bytes);
+        let mut vp8x = vec![0x02 | 0x04, 0, 0, 0];
+        vp8x.extend_from_slice(&[2, 0, 0, 1, 0, 0]);
+        let riff = RiffChunk::new(
+            *b"RIFF",
+            RiffContent::List {
+                kind: Some(*b"WEBP"),
+                subchunks: vec![
+                    RiffChunk::new(*b"VP8X", RiffContent::Data(Bytes::from(vp8x))),
+                    RiffChunk::new(*b"ANIM", RiffContent::Data(Bytes::from_static(&[0; 6]))),
+                    RiffChunk::new(*b"ANMF", RiffContent::Data(Bytes::from(frame))),
+                ],
+            },
+        );
+        let hostile = riff.encoder().bytes();
+        assert!(contains(&hostile, b"GPS-IN-FRAME"));
+        let j = judge(hostile).unwrap();
+        assert!(!contains(&j.bytes, b"GPS-IN-FRAME"));
+        let again = WebP::from_bytes(j.bytes.clone()).unwrap();
+        let RiffContent::Data(frame) = again.chunk_by_id(*b"ANMF").unwrap().content() else {
+            panic!("a frame");
+        };
+        assert!(
+            contains(frame, &image.encoder().bytes()),
+            "the frame's image stays"
+        );
     }
 
     #[test]
