@@ -1,8 +1,10 @@
 //! Load held under attack: the per-author page's throughput (closed loop,
 //! as in [`crate::load`]) while (a) slow-body connections trickle request
-//! bodies a byte at a time and (b) a sign-in flood sends wrong passwords
-//! from many addresses at a fixed rate, each as a ratio to the
-//! same run without them. The attackers come from other loopback addresses
+//! bodies a byte at a time, (b) a sign-in flood sends wrong passwords
+//! from many addresses at a fixed rate, (c) one account floods writes,
+//! (d) one address floods resumes of `events` from the oldest cursor, and
+//! (e) clients run the most expensive queries the limits let through, each
+//! as a ratio to the same run without them. The attackers come from other loopback addresses
 //! (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
 
@@ -27,7 +29,145 @@ pub struct AttackResult {
     /// `RATE_LIMITED` without a password check.
     pub flood_sent: u64,
     pub flood_limited: u64,
+    /// (c) the page while one account floods writes; writes sent, refused.
+    pub writes: f64,
+    pub writes_sent: u64,
+    pub writes_limited: u64,
+    /// (d) the page while one address floods resumes; resumes, refused.
+    pub catch_ups: f64,
+    pub catch_ups_sent: u64,
+    pub catch_ups_limited: u64,
+    /// (e) the page while max-priced legal queries run; how many answered.
+    pub heavy: f64,
+    pub heavy_done: u64,
     pub errors: u64,
+}
+
+/// Sends `body` as one request on a new connection from `source` (as a
+/// script would); the answer, or nothing.
+async fn one_request(addr: &str, source: u8, body: &str, auth: Option<&str>) -> Vec<u8> {
+    let auth = auth
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /graphql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n{auth}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let Ok(mut s) = connect_from(source, addr).await else {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        return Vec::new();
+    };
+    if s.write_all(request.as_bytes()).await.is_err() {
+        return Vec::new();
+    }
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut answer)).await;
+    answer
+}
+
+fn rate_limited(answer: &[u8]) -> bool {
+    answer.windows(12).any(|w| w == b"RATE_LIMITED")
+}
+
+/// (c) One account's writes, as fast as they are answered, from `source`:
+/// a post with an aliased second post, then a like; (sent, refused).
+async fn write_flood(addr: String, source: u8, token: String, until: Instant) -> (u64, u64) {
+    let (mut sent, mut limited) = (0, 0);
+    let body = r#"{"query":"mutation { a: createStatus(input: { caption: \"flood\", audience: PUBLIC }) { id } b: createStatus(input: { caption: \"flood\", audience: PUBLIC }) { id } }"}"#;
+    while Instant::now() < until {
+        let answer = one_request(&addr, source, body, Some(&token)).await;
+        sent += 2;
+        if rate_limited(&answer) {
+            limited += 2;
+        }
+    }
+    (sent, limited)
+}
+
+/// (d) Resumes of `events` from `cursor` from `source`, one after another
+/// on new websockets, each read for up to 200 events; (resumes, refused).
+async fn catch_up_flood(addr: String, source: u8, cursor: String, until: Instant) -> (u64, u64) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let (mut sent, mut limited) = (0, 0);
+    let subscribe = serde_json::json!({
+        "id": "1", "type": "subscribe",
+        "payload": { "query": "subscription($a: String) { events(after: $a) { cursor } }", "variables": { "a": cursor } }
+    })
+    .to_string();
+    while Instant::now() < until {
+        let Ok(stream) = connect_from(source, &addr).await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let Ok(mut request) = format!("ws://{addr}/graphql").into_client_request() else {
+            return (sent, limited);
+        };
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "graphql-transport-ws".parse().expect("header"),
+        );
+        let Ok((mut ws, _)) = tokio_tungstenite::client_async(request, stream).await else {
+            continue;
+        };
+        let init = r#"{"type":"connection_init","payload":{}}"#;
+        if ws.send(Message::Text(init.into())).await.is_err() {
+            continue;
+        }
+        let _ = ws.next().await; // connection_ack
+        if ws
+            .send(Message::Text(subscribe.clone().into()))
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        sent += 1;
+        let mut read = 0;
+        while read < 200 {
+            let Ok(Some(Ok(Message::Text(t)))) =
+                tokio::time::timeout(Duration::from_secs(5), ws.next()).await
+            else {
+                break;
+            };
+            if t.contains("RATE_LIMITED") {
+                limited += 1;
+                break;
+            }
+            read += 1;
+        }
+        let _ = ws.close(None).await;
+    }
+    (sent, limited)
+}
+
+/// (e) The most expensive queries the limits let through, one after
+/// another from `source`: a world map of 1,000 markers, and 100 statuses
+/// by id with their authors and media; how many answered.
+async fn heavy_queries(
+    addr: String,
+    source: u8,
+    token: String,
+    ids: Vec<i64>,
+    until: Instant,
+) -> u64 {
+    let ids: Vec<String> = ids.iter().map(|i| format!("\\\"{i}\\\"")).collect();
+    let map = r#"{"query":"{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }, limit: 1000) { truncated markers { __typename ... on MomentPin { latitude longitude moment { id caption likesCount media { url } } } ... on LocationPin { badgeCount location { id name } } } } }"}"#.to_owned();
+    let nodes = format!(
+        r#"{{"query":"{{ nodes(ids: [{}]) {{ id ... on Status {{ caption createdAt viewerHasSeen author {{ id username displayName }} media {{ url width height }} }} }} }}"}}"#,
+        ids.join(",")
+    );
+    let mut done = 0;
+    while Instant::now() < until {
+        for body in [&map, &nodes] {
+            let answer = one_request(&addr, source, body, Some(&token)).await;
+            if answer.starts_with(b"HTTP/1.1 200") {
+                done += 1;
+            }
+        }
+    }
+    done
 }
 
 async fn connect_from(source: u8, addr: &str) -> std::io::Result<TcpStream> {
@@ -99,11 +239,17 @@ async fn flood(addr: String, source: u8, every: Duration, until: Instant) -> (u6
 /// Runs the three measurements against a fresh server.
 pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
     let (slow, flooders) = (opts.attack_slow, opts.attack_flooders.max(1));
+    // The log (d) resumes through, written before the server starts.
+    bench.seed_events(20_000).await;
     let server = bench
         .serve(&[
             // The defaults a deployment has.
             ("EPHEMERA_AUTH_ATTEMPTS_PER_ADDRESS", "30"),
+            ("EPHEMERA_AUTH_ATTEMPTS_BURST", "5"),
             ("EPHEMERA_MAX_CONNECTIONS_PER_ADDRESS", "256"),
+            ("EPHEMERA_RATE_POSTS", "20/1m"),
+            ("EPHEMERA_RATE_LIKES", "120/1m"),
+            ("EPHEMERA_RATE_CATCHUP", "30/1m"),
         ])
         .await;
     let query: Query = load::queries(bench)
@@ -153,6 +299,65 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
         let (sent, limited) = f.await.unwrap_or_default();
         result.flood_sent += sent;
         result.flood_limited += limited;
+    }
+
+    // (c) One account floods writes, from its own address, eight at once.
+    let until = Instant::now() + run;
+    let token = bench.token(1);
+    let writers: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(write_flood(server.addr.clone(), 50, token.clone(), until)))
+        .collect();
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.writes = rate(&t);
+    for w in writers {
+        let (sent, limited) = w.await.unwrap_or_default();
+        result.writes_sent += sent;
+        result.writes_limited += limited;
+    }
+
+    // (d) One address resumes from the oldest cursor over and over, 32
+    // sockets at once, with the log holding 20,000 events.
+    let oldest = bench.event_cursor(0, 0);
+    let until = Instant::now() + run;
+    let resumers: Vec<_> = (0..32)
+        .map(|_| {
+            tokio::spawn(catch_up_flood(
+                server.addr.clone(),
+                60,
+                oldest.clone(),
+                until,
+            ))
+        })
+        .collect();
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.catch_ups = rate(&t);
+    for r in resumers {
+        let (sent, limited) = r.await.unwrap_or_default();
+        result.catch_ups_sent += sent;
+        result.catch_ups_limited += limited;
+    }
+
+    // (e) Two clients run max-priced legal queries back to back.
+    let until = Instant::now() + run;
+    let ids = bench.status_ids(100).await;
+    let heavy: Vec<_> = (0..2)
+        .map(|i| {
+            tokio::spawn(heavy_queries(
+                server.addr.clone(),
+                70 + i,
+                bench.token(2),
+                ids.clone(),
+                until,
+            ))
+        })
+        .collect();
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.heavy = rate(&t);
+    for h in heavy {
+        result.heavy_done += h.await.unwrap_or_default();
     }
     server.stop().await;
     result

@@ -357,6 +357,28 @@ impl Report {
                     a.flood_limited,
                 );
             }
+            out.push_str(
+                "\n| db | alone req/s | one account flooding writes | ratio | writes (refused) | one address flooding resumes | ratio | resumes (refused) | max-priced queries | ratio | answered |\n\
+                 |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            );
+            for (db, a) in &self.attack {
+                let _ = writeln!(
+                    out,
+                    "| {db} | {:.0} | {:.0} | {} | {} ({}) | {:.0} | {} | {} ({}) | {:.0} | {} | {} |",
+                    a.baseline,
+                    a.writes,
+                    ratio(a.writes, a.baseline),
+                    a.writes_sent,
+                    a.writes_limited,
+                    a.catch_ups,
+                    ratio(a.catch_ups, a.baseline),
+                    a.catch_ups_sent,
+                    a.catch_ups_limited,
+                    a.heavy,
+                    ratio(a.heavy, a.baseline),
+                    a.heavy_done,
+                );
+            }
         }
         out
     }
@@ -467,6 +489,14 @@ impl Report {
                 "attack part on {db}: {a:?}"
             );
             assert!(a.flood_sent > 0, "the flood sent nothing on {db}");
+            assert!(
+                a.writes > 0.0 && a.catch_ups > 0.0 && a.heavy > 0.0,
+                "attack part on {db}: {a:?}"
+            );
+            assert!(
+                a.writes_sent > 0 && a.catch_ups_sent > 0 && a.heavy_done > 0,
+                "an attacker sent nothing on {db}: {a:?}"
+            );
         }
         assert!(!self.attack.is_empty(), "no attack measurements");
         for (db, p) in &self.purge {

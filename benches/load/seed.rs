@@ -153,6 +153,39 @@ impl Bench {
             .expect("token")
     }
 
+    /// Adds `n` status-created events to the change log, before every
+    /// event there is (positions 1..=n), about the seeded statuses.
+    pub async fn seed_events(&self, n: u64) {
+        let (with, from) = self.series(1, i64::try_from(n).unwrap_or(0));
+        let author = self.author_sql();
+        self.insert::<ephemera::entity::event::Entity>(format!(
+            "{with}SELECT i, 0, 'STATUS_CREATED', i, {author}, 'PUBLIC', NULL, 0 FROM {from}"
+        ))
+        .await;
+    }
+
+    /// A cursor of the `events` subscription at position `(tx, seq)`.
+    pub fn event_cursor(&self, tx: i64, seq: i64) -> String {
+        use ephemera::cursor::{CursorKind, Cursors, Key, List};
+        Cursors::new(SECRET.as_bytes()).encode(List(CursorKind::Event, 0), Key { ts: tx, id: seq })
+    }
+
+    /// The ids of up to `n` seeded statuses.
+    pub async fn status_ids(&self, n: i64) -> Vec<i64> {
+        use sea_orm::ConnectionTrait;
+        let rows = self
+            .conn
+            .query_all_raw(sea_orm::Statement::from_string(
+                self.backend(),
+                format!("SELECT id FROM statuses ORDER BY id LIMIT {n}"),
+            ))
+            .await
+            .expect("status ids");
+        rows.iter()
+            .filter_map(|r| r.try_get::<i64>("", "id").ok())
+            .collect()
+    }
+
     /// Runs an insert built by `ephemera::db::insert` (the server's own
     /// column lists), failing loudly.
     async fn insert<E: sea_orm::EntityTrait>(&self, rows: String) {
