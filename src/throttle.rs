@@ -9,9 +9,13 @@
 //! `per / n`; its row holds the theoretical arrival time (`tat`, in
 //! microseconds), so a key
 //! whose `tat` has passed is as good as absent, and [`prune`] deletes such
-//! rows.
+//! rows. A key the database refused is remembered here until its wait is
+//! over, and refused again without a statement meanwhile: a flood costs
+//! one statement per refusal window, not one per attempt.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -189,6 +193,11 @@ pub struct Limiter {
     per_address: Rate,
     per_account: Rate,
     refused: [AtomicU64; Write::ALL.len() + 1],
+    /// Keys the database refused lately, and until when: an attempt
+    /// before then is refused here without a statement (the database would
+    /// refuse it too), so a flood costs the database one statement per key
+    /// per refusal window, not one per attempt.
+    refused_until: Mutex<HashMap<String, Millis>>,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -208,7 +217,40 @@ impl Limiter {
             per_address: Rate::per_minute(per_address, burst),
             per_account: Rate::per_minute(per_account, burst),
             refused: Default::default(),
+            refused_until: Mutex::default(),
         }
+    }
+
+    /// Spends one action of `key` at `rate`: refused at once if the
+    /// database refused it lately and the wait is not over, else asked.
+    async fn take<C: ConnectionTrait>(
+        &self,
+        db: &C,
+        key: &str,
+        rate: Rate,
+        now: Millis,
+    ) -> AppResult<Option<Duration>> {
+        let per = i64::try_from(rate.per.as_millis()).unwrap_or(i64::MAX);
+        let known = self
+            .refused_until
+            .lock()
+            .ok()
+            .and_then(|m| m.get(key).copied())
+            // A wait longer than the whole period is a clock set back.
+            .filter(|&until| until > now && until - now <= per);
+        if let Some(until) = known {
+            let wait = u64::try_from(until - now).unwrap_or(1);
+            return Ok(Some(Duration::from_millis(wait)));
+        }
+        let wait = take_in_db(db, key, rate, now).await?;
+        if let (Some(wait), Ok(mut memo)) = (wait, self.refused_until.lock()) {
+            if memo.len() >= 10_000 {
+                memo.retain(|_, &mut until| until > now);
+            }
+            let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+            memo.insert(key.to_owned(), now.saturating_add(ms));
+        }
+        Ok(wait)
     }
 
     /// Spends one `write` of `account`'s, or refuses it with `RATE_LIMITED`
@@ -221,7 +263,7 @@ impl Limiter {
         now: Millis,
     ) -> AppResult<()> {
         let key = format!("{}:{account}", write.as_str());
-        if let Some(wait) = take(db, &key, self.writes.of(write), now).await? {
+        if let Some(wait) = self.take(db, &key, self.writes.of(write), now).await? {
             self.refused[write as usize].fetch_add(1, Ordering::Relaxed);
             tracing::info!(account, write = write.as_str(), "write refused: rate limit");
             return Err(AppError::rate_limited(
@@ -255,20 +297,22 @@ impl Limiter {
             ))
         };
         if let Some(ClientAddr(ip)) = client
-            && let Some(wait) =
-                take(db, &format!("password-address:{ip}"), self.per_address, now).await?
+            && let Some(wait) = self
+                .take(db, &format!("password-address:{ip}"), self.per_address, now)
+                .await?
         {
             return refuse("from this address", wait);
         }
         if let Some(account) = account
-            && let Some(wait) = take(
-                db,
-                // Escaped: a name may hold what a key may not (NUL).
-                &format!("password-account:{}", account.escape_default()),
-                self.per_account,
-                now,
-            )
-            .await?
+            && let Some(wait) = self
+                .take(
+                    db,
+                    // Escaped: a name may hold what a key may not (NUL).
+                    &format!("password-account:{}", account.escape_default()),
+                    self.per_account,
+                    now,
+                )
+                .await?
         {
             return refuse("on this account", wait);
         }
@@ -289,7 +333,7 @@ impl Limiter {
             account.map(|a| format!("catch-up-account:{a}")),
         ];
         for key in keys.into_iter().flatten() {
-            if let Some(wait) = take(db, &key, self.catch_up, now).await? {
+            if let Some(wait) = self.take(db, &key, self.catch_up, now).await? {
                 self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
                 tracing::info!(key, "resume refused: rate limit");
                 return Err(AppError::rate_limited(
@@ -332,7 +376,7 @@ struct Spent {
 /// Spends one action of `key` at `rate` at `now`, in one statement: the
 /// wait until the next one is allowed if this one is not. The row is
 /// updated only when the action is allowed (a refused one costs nothing).
-async fn take<C: ConnectionTrait>(
+async fn take_in_db<C: ConnectionTrait>(
     db: &C,
     key: &str,
     rate: Rate,
