@@ -6,20 +6,10 @@
 use serde_json::{Value, json};
 
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{TestApp, error_code};
+use crate::support::{TestApp, error_code, still_serving};
 
-/// The server still answers `/healthz` and a query.
-async fn still_serving(app: &TestApp) {
-    let health = app
-        .http
-        .get(format!("{}/healthz", app.base))
-        .send()
-        .await
-        .expect("healthz answers");
-    assert_eq!(health.status(), 200);
-    let data = app.ok(None, "{ __typename }", json!({})).await;
-    assert_eq!(data["__typename"], "Query");
-}
+/// The settings every test server has.
+fn defaults(_: &mut ephemera::config::Config) {}
 
 fn message(resp: &Value) -> String {
     resp["errors"][0]["message"]
@@ -168,7 +158,7 @@ async fn fragment_bombs_are_refused_before_expansion(app: &TestApp) {
     still_serving(app).await;
 }
 
-crate::both_backends_measured!(|_| {} => fragment_bombs_are_refused_before_expansion);
+crate::both_backends_measured!(defaults => fragment_bombs_are_refused_before_expansion);
 
 const TICKET: &str = "mutation($i: MediaUploadInput!) { requestMediaUpload(input: $i) { mediaId uploadUrl headers { name value } } }";
 const POST_MEDIA: &str = "mutation($m: ID!) { createStatus(input: { mediaId: $m, audience: FRIENDS }) { media { url } } }";
@@ -376,17 +366,7 @@ crate::both_backends_with!(tight_quotas => upload_quotas_are_atomic);
 
 fn two_a_minute(c: &mut ephemera::config::Config) {
     let two: ephemera::throttle::Rate = "2/1m".parse().expect("a rate");
-    let l = &mut c.limits;
-    for rate in [
-        &mut l.rate_posts,
-        &mut l.rate_deletes,
-        &mut l.rate_likes,
-        &mut l.rate_seen,
-        &mut l.rate_social,
-        &mut l.rate_reports,
-        &mut l.rate_media,
-        &mut l.rate_moderation,
-    ] {
+    for rate in crate::support::write_rates(c) {
         *rate = two;
     }
 }
@@ -721,7 +701,13 @@ async fn a_request_runs_at_most_its_statements(app: &TestApp) {
     let fields: String = (0..12)
         .map(|i| format!("u{i}: user(username: \"budget{i}\") {{ id }} "))
         .collect();
+    let cpu = crate::support::ServerCpu::start(app);
     let resp = app.gql(None, &format!("{{ {fields} }}"), json!({})).await;
+    let spent = cpu.spent();
+    assert!(
+        spent < std::time::Duration::from_millis(500),
+        "the refused request cost {spent:?}"
+    );
     let codes: Vec<&str> = resp["errors"]
         .as_array()
         .expect("errors")
@@ -744,7 +730,7 @@ async fn a_request_runs_at_most_its_statements(app: &TestApp) {
     assert_eq!(data["a"]["id"], users[0].id.as_str());
 }
 
-crate::both_backends_with!(tight_budget => a_request_runs_at_most_its_statements);
+crate::both_backends_measured!(tight_budget => a_request_runs_at_most_its_statements);
 
 fn no_db_time(c: &mut ephemera::config::Config) {
     c.limits.request_max_db_time = std::time::Duration::from_nanos(1);
@@ -797,7 +783,15 @@ async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
             .expect("seed");
     }
     let world = "{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }, limit: 10) { truncated markers { ... on MomentPin { moment { id } } } } }";
+    let cpu = crate::support::ServerCpu::start(app);
     let (statements, data) = app.statements_during(app.ok(None, world, json!({}))).await;
+    let spent = cpu.spent();
+    eprintln!("world map over {n} moments: {spent:?} of server CPU");
+    // Debug build; a read of every moment in the box is several times this.
+    assert!(
+        spent < std::time::Duration::from_secs(2),
+        "the world map cost {spent:?}"
+    );
     let markers = &data["mapMarkers"];
     assert_eq!(markers["truncated"], true);
     let ids: Vec<&str> = markers["markers"]
@@ -814,7 +808,7 @@ async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
     assert!(statements <= few + 2, "world {statements}, city {few}");
 }
 
-crate::both_backends!(a_world_map_reads_a_bounded_number_of_rows);
+crate::both_backends_measured!(defaults => a_world_map_reads_a_bounded_number_of_rows);
 
 /// Exists-but-hidden answers exactly as does-not-exist, mutations included:
 /// a close-friends status deleted by a stranger, and every mutation that
@@ -1286,28 +1280,17 @@ async fn production_switches_hold(app: &TestApp) {
         .await;
     assert!(resp["data"]["__type"].is_null(), "{resp}");
     app.ok(None, "{ __typename }", json!({})).await;
-    let open = app
-        .http
-        .get(format!("{}/metrics", app.base))
-        .send()
-        .await
-        .expect("an answer");
-    assert_eq!(open.status(), 401);
-    let wrong = app
-        .http
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth("metrics-secreT")
-        .send()
-        .await
-        .expect("an answer");
+    let metrics = |token: Option<&'static str>| {
+        let mut get = app.http.get(format!("{}/metrics", app.base));
+        if let Some(t) = token {
+            get = get.bearer_auth(t);
+        }
+        get.send()
+    };
+    assert_eq!(metrics(None).await.expect("an answer").status(), 401);
+    let wrong = metrics(Some("metrics-secreT")).await.expect("an answer");
     assert_eq!(wrong.status(), 401);
-    let right = app
-        .http
-        .get(format!("{}/metrics", app.base))
-        .bearer_auth("metrics-secret")
-        .send()
-        .await
-        .expect("an answer");
+    let right = metrics(Some("metrics-secret")).await.expect("an answer");
     assert_eq!(right.status(), 200);
     let text = right.text().await.expect("metrics");
     assert!(

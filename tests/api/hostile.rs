@@ -14,23 +14,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::both_backends;
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{Backend, TestApp, error_code};
+use crate::support::{Backend, TestApp, error_code, still_serving};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// The server still answers `/healthz` and a query.
-async fn still_serving(app: &TestApp) {
-    let health = app
-        .http
-        .get(format!("{}/healthz", app.base))
-        .send()
-        .await
-        .expect("healthz answers");
-    assert_eq!(health.status(), 200);
-    let data = app.ok(None, "{ __typename }", json!({})).await;
-    assert_eq!(data["__typename"], "Query");
-}
 
 /// A websocket speaking `protocol`, nothing sent yet.
 async fn raw_socket(app: &TestApp, protocol: &str) -> Socket {

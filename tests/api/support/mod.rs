@@ -56,25 +56,9 @@ macro_rules! both_backends {
 /// CPU time [`ServerCpu`] reads.
 #[macro_export]
 macro_rules! both_backends_measured {
-    ($adjust:expr => $($name:ident),* $(,)?) => { $(
-        mod $name {
-            async fn run(backend: $crate::support::Backend) {
-                let app = $crate::support::TestApp::spawn_measured(backend, $adjust).await;
-                super::$name(&app).await;
-                app.finish().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn sqlite() {
-                run($crate::support::Backend::Sqlite).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn postgres() {
-                run($crate::support::Backend::Postgres).await;
-            }
-        }
-    )* };
+    ($adjust:ident => $($name:ident),* $(,)?) => {
+        $crate::both_backends_on!(spawn_measured, $adjust => $($name),*);
+    };
 }
 
 /// Like [`both_backends!`], for test functions that need settings of their
@@ -82,10 +66,19 @@ macro_rules! both_backends_measured {
 /// `adjust(&mut Config)` applied.
 #[macro_export]
 macro_rules! both_backends_with {
-    ($adjust:ident => $($name:ident),* $(,)?) => { $(
+    ($adjust:ident => $($name:ident),* $(,)?) => {
+        $crate::both_backends_on!(spawn_with, $adjust => $($name),*);
+    };
+}
+
+/// One test per backend of each `name`, on a server `TestApp::$spawn`
+/// starts with `adjust` applied to its settings.
+#[macro_export]
+macro_rules! both_backends_on {
+    ($spawn:ident, $adjust:ident => $($name:ident),* $(,)?) => { $(
         mod $name {
             async fn run(backend: $crate::support::Backend) {
-                let app = $crate::support::TestApp::spawn_with(backend, super::$adjust).await;
+                let app = $crate::support::TestApp::$spawn(backend, super::$adjust).await;
                 super::$name(&app).await;
                 app.finish().await;
             }
@@ -442,12 +435,10 @@ impl std::ops::Deref for TestApp {
     }
 }
 
-/// Sets every per-account write rate, and the catch-up and APQ rates, so
-/// high that no test meets them unless it means to.
-pub fn unlimited_writes(config: &mut Config) {
-    let many: ephemera::throttle::Rate = "1000000/1s".parse().expect("a rate");
+/// Every per-account write rate of `config`.
+pub fn write_rates(config: &mut Config) -> [&mut ephemera::throttle::Rate; 9] {
     let l = &mut config.limits;
-    for rate in [
+    [
         &mut l.rate_posts,
         &mut l.rate_deletes,
         &mut l.rate_likes,
@@ -457,11 +448,31 @@ pub fn unlimited_writes(config: &mut Config) {
         &mut l.rate_media,
         &mut l.rate_moderation,
         &mut l.rate_account,
-        &mut l.rate_catchup,
-        &mut l.rate_persisted_queries,
-    ] {
+    ]
+}
+
+/// Sets every per-account write rate, and the catch-up and APQ rates, so
+/// high that no test meets them unless it means to.
+pub fn unlimited_writes(config: &mut Config) {
+    let many: ephemera::throttle::Rate = "1000000/1s".parse().expect("a rate");
+    for rate in write_rates(config) {
         *rate = many;
     }
+    config.limits.rate_catchup = many;
+    config.limits.rate_persisted_queries = many;
+}
+
+/// The server still answers `/healthz` and a query.
+pub async fn still_serving(app: &TestApp) {
+    let health = app
+        .http
+        .get(format!("{}/healthz", app.base))
+        .send()
+        .await
+        .expect("healthz answers");
+    assert_eq!(health.status(), 200);
+    let data = app.ok(None, "{ __typename }", json!({})).await;
+    assert_eq!(data["__typename"], "Query");
 }
 
 /// The CPU time a server started with [`TestApp::spawn_measured`] spends
