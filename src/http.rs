@@ -63,7 +63,7 @@ pub fn router(app: AppState, schema: AppSchema) -> Router {
         .route("/healthz", get(health))
         .route("/metrics", get(metrics))
         .with_state(HttpState {
-            schema: graphql::executor(schema, &app.config),
+            schema: graphql::executor(schema, &app),
             app,
             websockets: serve::Counter::default(),
         })

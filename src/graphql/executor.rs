@@ -312,13 +312,17 @@ impl Guard {
 pub struct GuardedExecutor {
     schema: AppSchema,
     guard: Arc<Guard>,
+    /// For the loaders (and the database budget) of a websocket's queries
+    /// and mutations.
+    state: crate::state::AppState,
 }
 
 impl GuardedExecutor {
-    pub fn new(schema: AppSchema, limits: Limits) -> Self {
+    pub fn new(schema: AppSchema, state: crate::state::AppState, limits: Limits) -> Self {
         Self {
             schema,
             guard: Arc::new(Guard::new(limits)),
+            state,
         }
     }
 }
@@ -339,6 +343,23 @@ impl Executor for GuardedExecutor {
         if let Err(e) = self.guard.check(&mut request, session_data.as_deref()) {
             return futures_util::stream::once(async move { Response::from_errors(vec![e]) })
                 .boxed();
+        }
+        // A query or mutation over a websocket gets loaders of its own, as
+        // over HTTP: cached for it alone, its statements under the request
+        // budget. A subscription keeps the shared, uncached ones (it lives
+        // long; each event is read fresh).
+        let (one_shot, query_only) = request.parsed_query().map_or((false, false), |doc| {
+            (!has_subscription(doc), is_query_only(doc))
+        });
+        let has_loaders = request
+            .data
+            .contains_key(&std::any::TypeId::of::<super::loaders::Loaders>());
+        if one_shot && !has_loaders {
+            let loaders = super::loaders::Loaders::per_request(&self.state);
+            request = request.data(loaders);
+            if query_only {
+                super::loaders::pin_query(&request);
+            }
         }
         let guard = self.guard.clone();
         Executor::execute_stream(&self.schema, request, session_data)
@@ -421,6 +442,12 @@ fn ensure_codes(mut response: Response) -> Response {
 /// any API query needs (chains of `ofType`), so introspection has a limit of
 /// its own; it is still bounded, since nested introspection can explode.
 const INTROSPECTION_DEPTH: usize = 20;
+
+fn has_subscription(doc: &ExecutableDocument) -> bool {
+    doc.operations
+        .iter()
+        .any(|(_, op)| op.node.ty == OperationType::Subscription)
+}
 
 fn is_query_only(doc: &ExecutableDocument) -> bool {
     doc.operations

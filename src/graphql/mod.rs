@@ -37,9 +37,11 @@ pub fn build_schema(state: AppState) -> AppSchema {
 }
 
 /// The schema behind the guard, as HTTP and websockets run it.
-pub fn executor(schema: AppSchema, config: &crate::config::Config) -> executor::GuardedExecutor {
+pub fn executor(schema: AppSchema, state: &AppState) -> executor::GuardedExecutor {
+    let config = &state.config;
     executor::GuardedExecutor::new(
         schema,
+        state.clone(),
         executor::Limits {
             document: document::Limits {
                 max_tokens: config.graphql.max_tokens,

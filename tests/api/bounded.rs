@@ -712,6 +712,18 @@ async fn a_request_runs_at_most_its_statements(app: &TestApp) {
         "{resp}"
     );
     assert!(message(&resp).contains("6 database statements"), "{resp}");
+    // The same over a websocket, on either protocol.
+    for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
+        let (mut ws, _) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
+        ws.subscribe("1", &format!("{{ {fields} }}"), json!({}))
+            .await;
+        let answer = ws.next_message().await.expect("an answer");
+        assert_eq!(
+            ws_error_code(&answer),
+            "RATE_LIMITED",
+            "{protocol:?}: {answer}"
+        );
+    }
     // Within the budget: answered whole.
     let data = app
         .ok(
