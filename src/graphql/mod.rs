@@ -125,13 +125,15 @@ pub(crate) async fn writer(
     ctx: &Context<'_>,
     write: crate::throttle::Write,
 ) -> Result<i64, AppError> {
-    let id = member(ctx).await?;
+    // The limit first: a refused write (a flood's) costs no statement when
+    // the limit is known to refuse it, not even the account's lookup.
+    let id = viewer(ctx).require()?;
     let app = app(ctx)?;
     app.accounts
         .limits
         .write(&app.db, write, id, app.clock.now())
         .await?;
-    Ok(id)
+    member(ctx).await
 }
 
 /// The SDL of the schema, built without a database (for `ephemera schema`
