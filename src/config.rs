@@ -189,6 +189,12 @@ pub struct LimitsConfig {
     #[arg(long, env = "EPHEMERA_RATE_PERSISTED_QUERIES", default_value = "60/1m", value_parser = parse_rate)]
     pub rate_persisted_queries: Rate,
 
+    /// How long a rate-limit refusal is held back before it is answered
+    /// (at most the wait it names): a client flooding in a loop is slowed
+    /// to a few attempts a second per connection.
+    #[arg(long, env = "EPHEMERA_REFUSAL_DELAY", default_value = "250ms", value_parser = parse_duration)]
+    pub refusal_delay: Duration,
+
     /// Most people on each of one account's lists: blocked, muted, stories
     /// hidden from, close friends. Past it, adding is `BAD_USER_INPUT`.
     #[arg(long, env = "EPHEMERA_MAX_RELATIONS", default_value_t = 1_000,

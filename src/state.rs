@@ -140,6 +140,7 @@ impl AppState {
                 config.auth.attempts_per_address,
                 config.auth.attempts_per_account,
                 config.auth.attempts_burst,
+                config.limits.refusal_delay,
             )),
             sessions: Arc::new(AliveSessions::default()),
             tokens: Arc::new(TokenKeys::new(

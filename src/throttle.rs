@@ -198,6 +198,8 @@ pub struct Limiter {
     /// refuse it too), so a flood costs the database one statement per key
     /// per refusal window, not one per attempt.
     refused_until: Mutex<HashMap<String, Millis>>,
+    /// How long a refusal is held back before it is answered.
+    refusal_delay: Duration,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -210,14 +212,34 @@ impl Limiter {
     /// `writes` per account; `per_address` password checks a minute from
     /// one client address, `per_account` sign-in attempts a minute on one
     /// account, each in a burst of at most `burst`.
-    pub fn new(writes: WriteRates, per_address: u32, per_account: u32, burst: u32) -> Self {
+    pub fn new(
+        writes: WriteRates,
+        per_address: u32,
+        per_account: u32,
+        burst: u32,
+        refusal_delay: Duration,
+    ) -> Self {
         Self {
+            refusal_delay,
             writes,
             catch_up: writes.catch_up,
             per_address: Rate::per_minute(per_address, burst),
             per_account: Rate::per_minute(per_account, burst),
             refused: Default::default(),
             refused_until: Mutex::default(),
+        }
+    }
+
+    /// Holds a refusal back a little (at most the wait, at most
+    /// [`Self::refusal_delay`]) before it is answered: a client that floods
+    /// in a loop, waiting for each answer, then sends a few attempts a
+    /// second per connection instead of thousands, and the CPU its
+    /// refusals cost the server stays small. Waiting costs a timer, not a
+    /// thread.
+    async fn hold_refusal(&self, wait: Duration) {
+        let delay = wait.min(self.refusal_delay);
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
         }
     }
 
@@ -239,10 +261,14 @@ impl Limiter {
             // A wait longer than the whole period is a clock set back.
             .filter(|&until| until > now && until - now <= per);
         if let Some(until) = known {
-            let wait = u64::try_from(until - now).unwrap_or(1);
-            return Ok(Some(Duration::from_millis(wait)));
+            let wait = Duration::from_millis(u64::try_from(until - now).unwrap_or(1));
+            self.hold_refusal(wait).await;
+            return Ok(Some(wait));
         }
         let wait = take_in_db(db, key, rate, now).await?;
+        if let Some(wait) = wait {
+            self.hold_refusal(wait).await;
+        }
         if let (Some(wait), Ok(mut memo)) = (wait, self.refused_until.lock()) {
             if memo.len() >= 10_000 {
                 memo.retain(|_, &mut until| until > now);
