@@ -189,6 +189,12 @@ pub struct LimitsConfig {
     #[arg(long, env = "EPHEMERA_RATE_PERSISTED_QUERIES", default_value = "60/1m", value_parser = parse_rate)]
     pub rate_persisted_queries: Rate,
 
+    /// Database time one client (account, else address) may use a second on
+    /// one instance, after a burst of `EPHEMERA_REQUEST_MAX_DB_TIME`; past
+    /// it, its requests are `RATE_LIMITED` until its share catches up.
+    #[arg(long, env = "EPHEMERA_DB_TIME_PER_CLIENT", default_value = "100ms", value_parser = parse_duration)]
+    pub db_time_per_client: Duration,
+
     /// How long a rate-limit refusal is held back before it is answered
     /// (at most the wait it names): a client flooding in a loop is slowed
     /// to a few attempts a second per connection.

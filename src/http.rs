@@ -680,7 +680,15 @@ fn metrics_text(state: &HttpState) -> Response {
         "# HELP ephemera_limits_refused_total Actions refused by a rate limit, by kind.\n\
          # TYPE ephemera_limits_refused_total counter\n",
     );
-    for (kind, n) in state.app.accounts.limits.refused() {
+    let work = ("db-time", state.app.work.refused());
+    for (kind, n) in state
+        .app
+        .accounts
+        .limits
+        .refused()
+        .into_iter()
+        .chain([work])
+    {
         body.push_str(&format!(
             "ephemera_limits_refused_total{{kind=\"{kind}\"}} {n}\n"
         ));

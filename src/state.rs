@@ -21,7 +21,7 @@ use crate::error::{AppError, AppResult};
 use crate::events::EventBus;
 use crate::ids::{IdGenerator, NodeLease};
 use crate::storage::{MediaStats, MediaStore};
-use crate::throttle::{Limiter, WriteRates};
+use crate::throttle::{Limiter, WorkMeter, WriteRates};
 
 /// Connections of the change log's pool: one for the reader, the rest for
 /// subscribers catching up (a thousand reconnecting at once queue here,
@@ -50,6 +50,8 @@ pub struct AppState {
     pub query_conns: Arc<QueryConnections>,
     pub media: Media,
     pub accounts: Accounts,
+    /// Each client's share of database time on this instance.
+    pub work: Arc<WorkMeter>,
 }
 
 /// The media store and what bounds its use: what the domain's media paths
@@ -150,6 +152,11 @@ impl AppState {
             events: events.clone(),
         };
         Ok(Self {
+            work: Arc::new(WorkMeter::new(
+                config.limits.db_time_per_client,
+                config.limits.request_max_db_time,
+                config.limits.refusal_delay,
+            )),
             media,
             accounts,
             db,

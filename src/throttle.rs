@@ -393,6 +393,87 @@ impl Limiter {
     }
 }
 
+/// The database time each client (account, else address) may use on this
+/// instance: `share` of it a second, after a burst of `burst`. What a
+/// request spent is charged when it ends; a client past its burst is
+/// refused (`RATE_LIMITED`, held back like every refusal) until its share
+/// has caught up. In memory: work is done, and metered, where it runs.
+pub struct WorkMeter {
+    share: Duration,
+    burst: Duration,
+    refusal_delay: Duration,
+    due: Mutex<HashMap<String, std::time::Instant>>,
+    refused: AtomicU64,
+}
+
+impl std::fmt::Debug for WorkMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WorkMeter(..)")
+    }
+}
+
+impl WorkMeter {
+    pub fn new(share: Duration, burst: Duration, refusal_delay: Duration) -> Self {
+        Self {
+            share,
+            burst,
+            refusal_delay,
+            due: Mutex::default(),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether `client` may start a request now: refused while it is
+    /// ahead of its share by more than the burst.
+    pub async fn admit(&self, client: &str) -> AppResult<()> {
+        let now = std::time::Instant::now();
+        let ahead = self
+            .due
+            .lock()
+            .ok()
+            .and_then(|d| d.get(client).copied())
+            .and_then(|due| due.checked_duration_since(now))
+            .unwrap_or_default();
+        // A burst of database time takes burst / share to earn.
+        let allowed = self.burst.mul_f64(1.0 / self.share.as_secs_f64().max(1e-6));
+        if ahead <= allowed {
+            return Ok(());
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let wait = ahead - allowed;
+        tokio::time::sleep(wait.min(self.refusal_delay)).await;
+        Err(AppError::rate_limited(
+            format!(
+                "this client used its share of database time ({} a second); ask for less",
+                humantime::format_duration(self.share)
+            ),
+            wait,
+        ))
+    }
+
+    /// Charges `spent` database time to `client`.
+    pub fn charge(&self, client: &str, spent: Duration) {
+        if spent.is_zero() || self.share.is_zero() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        // At `share` a second, `spent` takes spent / share seconds to earn.
+        let earn = spent.mul_f64(1.0 / self.share.as_secs_f64().max(1e-6));
+        if let Ok(mut due) = self.due.lock() {
+            if due.len() >= 10_000 {
+                due.retain(|_, d| *d > now);
+            }
+            let d = due.entry(client.to_owned()).or_insert(now);
+            *d = (*d).max(now) + earn;
+        }
+    }
+
+    /// Requests refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
 #[derive(FromQueryResult)]
 struct Spent {
     tat: i64,

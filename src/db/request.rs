@@ -164,7 +164,8 @@ impl Budget {
         }
     }
 
-    fn spent(&self) -> Duration {
+    /// Database time spent so far.
+    pub fn spent(&self) -> Duration {
         Duration::from_micros(self.spent_us.load(Ordering::Relaxed))
     }
 

@@ -34,6 +34,13 @@ use tokio::sync::{Notify, Semaphore, broadcast, mpsc, watch};
 use crate::entity::{moment, status};
 use crate::error::{AppError, AppResult};
 
+/// How soon after one catch-up page the same client (address, else
+/// account) may read its next: ten pages (5,000 events by default) a second
+/// per client, so a client resuming from a day-old cursor over many sockets
+/// costs the database a bounded rate of work, and one resuming after a
+/// short disconnection (one page) does not wait at all.
+pub const CATCH_UP_PACE: Duration = Duration::from_millis(100);
+
 /// A position in the change log: events are ordered by `(tx, seq)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
@@ -584,12 +591,17 @@ impl EventBus {
                         }
                     };
                     drop(turn);
-                    drop(mine);
                     for d in admitted.deliveries(viewer, &events) {
                         yield Ok(d);
                     }
                     last = end;
                     catching_up = more;
+                    if more {
+                        // One client reads at most one page per pace,
+                        // whatever its number of sockets.
+                        tokio::time::sleep(CATCH_UP_PACE).await;
+                    }
+                    drop(mine);
                 }
                 let Some(batch) = handed.recv().await else { return };
                 for d in batch.iter() {

@@ -327,12 +327,53 @@ impl GuardedExecutor {
     }
 }
 
+impl GuardedExecutor {
+    /// Whose database time a request is: its account, else its address.
+    fn client_of(request: &Request, session: Option<&Data>) -> Option<String> {
+        let get = |id: std::any::TypeId| {
+            request
+                .data
+                .get(&id)
+                .or_else(|| session.and_then(|d| d.get(&id)))
+        };
+        let viewer = get(std::any::TypeId::of::<crate::auth::Viewer>())
+            .and_then(|v| v.downcast_ref::<crate::auth::Viewer>())
+            .and_then(|v| v.id());
+        if let Some(id) = viewer {
+            return Some(format!("account:{id}"));
+        }
+        get(std::any::TypeId::of::<ClientAddr>())
+            .and_then(|c| c.downcast_ref::<ClientAddr>())
+            .map(|ClientAddr(ip)| format!("address:{ip}"))
+    }
+
+    /// The request's database handle, whose budget says what it spent.
+    fn request_db(request: &Request) -> Option<Arc<crate::db::RequestDb>> {
+        request
+            .data
+            .get(&std::any::TypeId::of::<super::loaders::Loaders>())
+            .and_then(|l| l.downcast_ref::<super::loaders::Loaders>())
+            .map(|l| l.db.clone())
+    }
+}
+
 impl Executor for GuardedExecutor {
     async fn execute(&self, mut request: Request) -> Response {
         if let Err(e) = self.guard.check(&mut request, None) {
             return Response::from_errors(vec![e]);
         }
-        self.guard.finish(self.schema.execute(request).await)
+        let client = Self::client_of(&request, None);
+        if let Some(client) = &client
+            && let Err(e) = self.state.work.admit(client).await
+        {
+            return Response::from_errors(vec![refusal(e)]);
+        }
+        let db = Self::request_db(&request);
+        let response = self.guard.finish(self.schema.execute(request).await);
+        if let (Some(client), Some(budget)) = (&client, db.as_deref().and_then(|d| d.budget())) {
+            self.state.work.charge(client, budget.spent());
+        }
+        response
     }
 
     fn execute_stream(
@@ -361,11 +402,48 @@ impl Executor for GuardedExecutor {
                 super::loaders::pin_query(&request);
             }
         }
+        if one_shot {
+            // Metered like an HTTP request: the client's share of database
+            // time admits it, and what it spent is charged when it ends.
+            let this = self.clone();
+            return async_stream::stream! {
+                let client = Self::client_of(&request, session_data.as_deref());
+                if let Some(client) = &client
+                    && let Err(e) = this.state.work.admit(client).await
+                {
+                    yield Response::from_errors(vec![refusal(e)]);
+                    return;
+                }
+                let db = Self::request_db(&request);
+                let mut responses = Executor::execute_stream(&this.schema, request, session_data);
+                while let Some(r) = responses.next().await {
+                    yield this.guard.finish(r);
+                }
+                if let (Some(client), Some(budget)) = (&client, db.as_deref().and_then(|d| d.budget())) {
+                    this.state.work.charge(client, budget.spent());
+                }
+            }
+            .boxed();
+        }
         let guard = self.guard.clone();
         Executor::execute_stream(&self.schema, request, session_data)
             .map(move |r| guard.finish(r))
             .boxed()
     }
+}
+
+/// A refusal decided before the request ran, as the client sees it: the
+/// error's message, code and `retryAfter`, and no location.
+fn refusal(err: crate::error::AppError) -> ServerError {
+    let retry_after = err.retry_after();
+    let mut e = ServerError::new(err.message(), None);
+    set_code(&mut e, err.code());
+    if let Some(secs) = retry_after {
+        e.extensions
+            .get_or_insert_with(Default::default)
+            .set("retryAfter", secs);
+    }
+    e
 }
 
 fn bad_input(message: impl Into<String>) -> ServerError {

@@ -1420,3 +1420,62 @@ async fn uploads_keep_only_what_draws_the_image(app: &TestApp) {
 }
 
 crate::both_backends!(uploads_keep_only_what_draws_the_image);
+
+fn small_db_share(c: &mut ephemera::config::Config) {
+    c.limits.db_time_per_client = std::time::Duration::from_millis(1);
+    c.limits.request_max_db_time = std::time::Duration::from_millis(200);
+}
+
+/// Each client's share of database time: a client that keeps asking for
+/// expensive reads is refused `RATE_LIMITED` once past its burst, over HTTP
+/// and websockets alike, while another client is served.
+async fn a_client_gets_its_share_of_database_time(app: &TestApp) {
+    let author = app.sign_up("author").await;
+    let heavy = app.sign_up("heavy").await;
+    let other = app.sign_up("other").await;
+    for i in 0..30 {
+        app.post_status_to(&author, &format!("s{i}"), "PUBLIC")
+            .await;
+    }
+    let q = "query($u: ID!) { statuses(userId: $u, first: 50) { nodes { id caption author { username } } } }";
+    let vars = json!({ "u": author.id });
+    let mut refused = None;
+    for _ in 0..2_000 {
+        let resp = app.gql(heavy.token(), q, vars.clone()).await;
+        if resp["errors"][0]["extensions"]["code"] == "RATE_LIMITED" {
+            refused = Some(resp);
+            break;
+        }
+    }
+    let refused = refused.expect("the heavy client is refused at last");
+    assert!(
+        message(&refused).contains("share of database time"),
+        "{refused}"
+    );
+    assert!(refused["errors"][0]["extensions"]["retryAfter"].as_u64() >= Some(1));
+    let (mut ws, _) = WsClient::connect(
+        &app.ws_url,
+        Protocol::TransportWs,
+        json!({ "authorization": format!("Bearer {}", heavy.token) }),
+    )
+    .await;
+    // Over a websocket, the same share: refused within as many operations.
+    let mut refused_over_ws = false;
+    for i in 0..2_000 {
+        let id = format!("q{i}");
+        ws.subscribe(&id, q, vars.clone()).await;
+        let answer = ws.next_message().await.expect("an answer");
+        if ws_error_code(&answer) == "RATE_LIMITED" {
+            refused_over_ws = true;
+            break;
+        }
+        // The operation's `complete`.
+        let _ = ws.next_message().await;
+    }
+    assert!(refused_over_ws, "never refused over the websocket");
+    // Another client is served.
+    let data = app.ok(other.token(), q, vars).await;
+    assert_eq!(data["statuses"]["nodes"].as_array().map(Vec::len), Some(30));
+}
+
+crate::both_backends_with!(small_db_share => a_client_gets_its_share_of_database_time);
