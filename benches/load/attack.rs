@@ -4,7 +4,7 @@
 //! from many addresses at a fixed rate, (c) one account floods writes,
 //! (d) one address floods resumes of `events` from the oldest cursor, and
 //! (e) clients run the most expensive queries the limits let through, each
-//! as a ratio to the same run without them. The attackers come from other loopback addresses
+//! as a ratio to the page alone measured right before it. The attackers come from other loopback addresses
 //! (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
 
@@ -40,6 +40,10 @@ pub struct AttackResult {
     /// (e) the page while max-priced legal queries run; how many answered.
     pub heavy: f64,
     pub heavy_done: u64,
+    /// The page alone, measured right before each attack (slow bodies,
+    /// sign-in flood, writes, resumes, heavy queries), so each ratio
+    /// compares runs seconds apart on a machine whose speed drifts.
+    pub alone: [f64; 5],
     pub errors: u64,
 }
 
@@ -268,6 +272,9 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
     result.errors += t.errors;
     result.baseline = rate(&t);
 
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[0] = rate(&t);
     // (a) Slow bodies: spread over source addresses so that the
     // per-address cap does not refuse them all before they start.
     let until = Instant::now() + run + Duration::from_secs(2);
@@ -286,6 +293,9 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
         t.abort();
     }
 
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[1] = rate(&t);
     // (b) A sign-in flood from `flooders` addresses, `attack_flood_rate`
     // attempts a second in all.
     let until = Instant::now() + run;
@@ -302,6 +312,9 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
         result.flood_limited += limited;
     }
 
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[2] = rate(&t);
     // (c) One account floods writes, from its own address, eight at once.
     let until = Instant::now() + run;
     let token = bench.token(1);
@@ -317,6 +330,9 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
         result.writes_limited += limited;
     }
 
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[3] = rate(&t);
     // (d) One address resumes from the oldest cursor over and over, 32
     // sockets at once, with the log holding 20,000 events.
     let oldest = bench.event_cursor(0, 0);
@@ -340,6 +356,9 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
         result.catch_ups_limited += limited;
     }
 
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[4] = rate(&t);
     // (e) Two clients run max-priced legal queries back to back.
     let until = Instant::now() + run;
     let ids = bench.status_ids(100).await;
