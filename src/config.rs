@@ -190,10 +190,14 @@ pub struct LimitsConfig {
     pub rate_persisted_queries: Rate,
 
     /// Database time one client (account, else address) may use a second on
-    /// one instance, after a burst of `EPHEMERA_REQUEST_MAX_DB_TIME`; past
-    /// it, its requests are `RATE_LIMITED` until its share catches up.
+    /// one instance, after a burst of `EPHEMERA_DB_TIME_BURST`; past it, its
+    /// requests are `RATE_LIMITED` until its share catches up.
     #[arg(long, env = "EPHEMERA_DB_TIME_PER_CLIENT", default_value = "100ms", value_parser = parse_duration)]
     pub db_time_per_client: Duration,
+
+    /// Database time one client may use at once before its share applies.
+    #[arg(long, env = "EPHEMERA_DB_TIME_BURST", default_value = "500ms", value_parser = parse_duration)]
+    pub db_time_burst: Duration,
 
     /// How long a rate-limit refusal is held back before it is answered
     /// (at most the wait it names): a client flooding in a loop is slowed

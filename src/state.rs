@@ -154,7 +154,7 @@ impl AppState {
         Ok(Self {
             work: Arc::new(WorkMeter::new(
                 config.limits.db_time_per_client,
-                config.limits.request_max_db_time,
+                config.limits.db_time_burst,
                 config.limits.refusal_delay,
             )),
             media,

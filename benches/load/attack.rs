@@ -255,6 +255,7 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
             ("EPHEMERA_RATE_LIKES", "120/1m"),
             ("EPHEMERA_RATE_CATCHUP", "30/1m"),
             ("EPHEMERA_DB_TIME_PER_CLIENT", "100ms"),
+            ("EPHEMERA_DB_TIME_BURST", "500ms"),
         ])
         .await;
     let query: Query = load::queries(bench)

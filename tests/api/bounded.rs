@@ -1423,7 +1423,7 @@ crate::both_backends!(uploads_keep_only_what_draws_the_image);
 
 fn small_db_share(c: &mut ephemera::config::Config) {
     c.limits.db_time_per_client = std::time::Duration::from_millis(1);
-    c.limits.request_max_db_time = std::time::Duration::from_millis(200);
+    c.limits.db_time_burst = std::time::Duration::from_millis(200);
 }
 
 /// Each client's share of database time: a client that keeps asking for

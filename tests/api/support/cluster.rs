@@ -95,6 +95,7 @@ impl Cluster {
             ("EPHEMERA_RATE_CATCHUP", "1000000/1s"),
             ("EPHEMERA_RATE_PERSISTED_QUERIES", "1000000/1s"),
             ("EPHEMERA_DB_TIME_PER_CLIENT", "1000s"),
+            ("EPHEMERA_DB_TIME_BURST", "1000s"),
             ("EPHEMERA_DB_POOL", "5"),
             ("EPHEMERA_LOG", "info"),
             ("NO_COLOR", "1"),
