@@ -139,6 +139,7 @@ impl AppState {
             passwords: Arc::new(Passwords::new(hashers, config.auth.password_queue)),
             limits: Arc::new(Limiter::new(
                 write_rates(&config),
+                config.limits.rate_catchup,
                 config.auth.attempts_per_address,
                 config.auth.attempts_per_account,
                 config.auth.attempts_burst,
@@ -187,7 +188,6 @@ fn write_rates(config: &Config) -> WriteRates {
         media: l.rate_media,
         moderate: l.rate_moderation,
         account: l.rate_account,
-        catch_up: l.rate_catchup,
     }
 }
 

@@ -116,7 +116,7 @@ pub enum Write {
     Social,
     /// `report`.
     Report,
-    /// `uploadMedia`, `requestMediaUpload`, registering persisted queries.
+    /// `uploadMedia`, `requestMediaUpload`.
     Media,
     /// A moderator's `takeDown`, `suspendUser`, `reinstateUser`, `resolveReport`.
     Moderate,
@@ -166,8 +166,6 @@ pub struct WriteRates {
     pub media: Rate,
     pub moderate: Rate,
     pub account: Rate,
-    /// Resumes of `events` from a cursor, per client address and account.
-    pub catch_up: Rate,
 }
 
 impl WriteRates {
@@ -192,7 +190,9 @@ pub struct Limiter {
     catch_up: Rate,
     per_address: Rate,
     per_account: Rate,
-    refused: [AtomicU64; Write::ALL.len() + 1],
+    /// Refusals: one counter per kind of write, then password attempts,
+    /// then resumes.
+    refused: [AtomicU64; Write::ALL.len() + 2],
     /// Keys the database refused lately, and until when: an attempt
     /// before then is refused here without a statement (the database would
     /// refuse it too), so a flood costs the database one statement per key
@@ -209,11 +209,13 @@ impl std::fmt::Debug for Limiter {
 }
 
 impl Limiter {
-    /// `writes` per account; `per_address` password checks a minute from
-    /// one client address, `per_account` sign-in attempts a minute on one
-    /// account, each in a burst of at most `burst`.
+    /// `writes` per account; `catch_up` resumes per address and account;
+    /// `per_address` password checks a minute from one client address,
+    /// `per_account` sign-in attempts a minute on one account, each in a
+    /// burst of at most `burst`.
     pub fn new(
         writes: WriteRates,
+        catch_up: Rate,
         per_address: u32,
         per_account: u32,
         burst: u32,
@@ -222,7 +224,7 @@ impl Limiter {
         Self {
             refusal_delay,
             writes,
-            catch_up: writes.catch_up,
+            catch_up,
             per_address: Rate::per_minute(per_address, burst),
             per_account: Rate::per_minute(per_account, burst),
             refused: Default::default(),
@@ -267,14 +269,14 @@ impl Limiter {
         }
         let wait = take_in_db(db, key, rate, now).await?;
         if let Some(wait) = wait {
-            self.hold_refusal(wait).await;
-        }
-        if let (Some(wait), Ok(mut memo)) = (wait, self.refused_until.lock()) {
-            if memo.len() >= 10_000 {
-                memo.retain(|_, &mut until| until > now);
+            if let Ok(mut memo) = self.refused_until.lock() {
+                if memo.len() >= 10_000 {
+                    memo.retain(|_, &mut until| until > now);
+                }
+                let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+                memo.insert(key.to_owned(), now.saturating_add(ms));
             }
-            let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
-            memo.insert(key.to_owned(), now.saturating_add(ms));
+            self.hold_refusal(wait).await;
         }
         Ok(wait)
     }
@@ -360,7 +362,7 @@ impl Limiter {
         ];
         for key in keys.into_iter().flatten() {
             if let Some(wait) = self.take(db, &key, self.catch_up, now).await? {
-                self.refused[Write::ALL.len()].fetch_add(1, Ordering::Relaxed);
+                self.refused[Write::ALL.len() + 1].fetch_add(1, Ordering::Relaxed);
                 tracing::info!(key, "resume refused: rate limit");
                 return Err(AppError::rate_limited(
                     format!(
@@ -374,8 +376,8 @@ impl Limiter {
         Ok(())
     }
 
-    /// How many writes of each kind were refused (then password attempts),
-    /// for `/metrics`.
+    /// How many writes of each kind were refused, then password attempts
+    /// and resumes, for `/metrics`.
     pub fn refused(&self) -> Vec<(&'static str, u64)> {
         Write::ALL
             .iter()
@@ -385,10 +387,16 @@ impl Limiter {
                     self.refused[*w as usize].load(Ordering::Relaxed),
                 )
             })
-            .chain([(
-                "password",
-                self.refused[Write::ALL.len()].load(Ordering::Relaxed),
-            )])
+            .chain([
+                (
+                    "password",
+                    self.refused[Write::ALL.len()].load(Ordering::Relaxed),
+                ),
+                (
+                    "catch-up",
+                    self.refused[Write::ALL.len() + 1].load(Ordering::Relaxed),
+                ),
+            ])
             .collect()
     }
 }

@@ -165,14 +165,7 @@ async fn reserve(
 ) -> AppResult<()> {
     let ticket = row.ready_at.is_none();
     let txn = db::begin(db).await?;
-    // A write first, on both databases: it locks the account's row on
-    // PostgreSQL and takes SQLite's write lock (a read first would have to
-    // upgrade its lock later, which SQLite may refuse).
-    db::execute(
-        &txn,
-        Sql::new("UPDATE users SET id = id WHERE id = ").bind(row.owner_id),
-    )
-    .await?;
+    super::user::lock_for_write(&txn, row.owner_id).await?;
     check_quota(&txn, media, row.owner_id, charged, ticket, now).await?;
     insert::row(&txn, row.clone()).await?;
     db::execute(

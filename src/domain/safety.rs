@@ -86,13 +86,8 @@ pub async fn add(
         return Err(AppError::not_found("user not found"));
     }
     let txn = db::begin(db).await?;
-    // A write first: it locks the viewer's row on PostgreSQL and takes
-    // SQLite's write lock, so the count below stays true until the insert.
-    db::execute(
-        &txn,
-        Sql::new("UPDATE users SET id = id WHERE id = ").bind(viewer),
-    )
-    .await?;
+    // The count below stays true until the insert.
+    user::lock_for_write(&txn, viewer).await?;
     if !has(&txn, viewer, other, list).await? && count(&txn, viewer, list).await? >= i64::from(max)
     {
         return Err(AppError::bad_input(format!(

@@ -392,6 +392,20 @@ pub struct PasswordChange {
     pub new: String,
 }
 
+/// Locks `id`'s account for the rest of the transaction `txn`, with a
+/// write on both databases (it takes the row's lock on PostgreSQL and
+/// SQLite's write lock; a read first would have to upgrade its lock later,
+/// which SQLite may refuse): counts read after it stay true until commit,
+/// so what is checked against them is checked atomically.
+pub async fn lock_for_write<C: ConnectionTrait>(txn: &C, id: i64) -> AppResult<()> {
+    db::execute(
+        txn,
+        Sql::new("UPDATE users SET id = id WHERE id = ").bind(id),
+    )
+    .await?;
+    Ok(())
+}
+
 /// The error for a valid token whose account was deleted.
 pub fn gone() -> AppError {
     AppError::unauthenticated("this account no longer exists")

@@ -219,12 +219,7 @@ impl Guard {
     /// a limit; otherwise hands the parsed document on with the request, and
     /// lets a query hold one database connection.
     fn check(&self, request: &mut Request, session: Option<&Data>) -> Result<(), ServerError> {
-        let client = request
-            .data
-            .get(&std::any::TypeId::of::<ClientAddr>())
-            .or_else(|| session.and_then(|d| d.get(&std::any::TypeId::of::<ClientAddr>())))
-            .and_then(|c| c.downcast_ref::<ClientAddr>())
-            .copied();
+        let client = data_of::<ClientAddr>(request, session).copied();
         let persist = self.persisted_query(request, client)?;
         let remembered = match self.recall(&request.query) {
             Some(doc) => {
@@ -330,31 +325,33 @@ impl GuardedExecutor {
 impl GuardedExecutor {
     /// Whose database time a request is: its account, else its address.
     fn client_of(request: &Request, session: Option<&Data>) -> Option<String> {
-        let get = |id: std::any::TypeId| {
-            request
-                .data
-                .get(&id)
-                .or_else(|| session.and_then(|d| d.get(&id)))
-        };
-        let viewer = get(std::any::TypeId::of::<crate::auth::Viewer>())
-            .and_then(|v| v.downcast_ref::<crate::auth::Viewer>())
-            .and_then(|v| v.id());
-        if let Some(id) = viewer {
+        if let Some(id) = data_of::<crate::auth::Viewer>(request, session).and_then(|v| v.id()) {
             return Some(format!("account:{id}"));
         }
-        get(std::any::TypeId::of::<ClientAddr>())
-            .and_then(|c| c.downcast_ref::<ClientAddr>())
-            .map(|ClientAddr(ip)| format!("address:{ip}"))
+        data_of::<ClientAddr>(request, session).map(|ClientAddr(ip)| format!("address:{ip}"))
     }
 
     /// The request's database handle, whose budget says what it spent.
     fn request_db(request: &Request) -> Option<Arc<crate::db::RequestDb>> {
-        request
-            .data
-            .get(&std::any::TypeId::of::<super::loaders::Loaders>())
-            .and_then(|l| l.downcast_ref::<super::loaders::Loaders>())
-            .map(|l| l.db.clone())
+        data_of::<super::loaders::Loaders>(request, None).map(|l| l.db.clone())
     }
+
+    /// Charges what the request that used `db` spent to `client`.
+    fn charge(&self, client: Option<&str>, db: Option<&crate::db::RequestDb>) {
+        if let (Some(client), Some(budget)) = (client, db.and_then(|d| d.budget())) {
+            self.state.work.charge(client, budget.spent());
+        }
+    }
+}
+
+/// A value of type `T` the request carries, or else its websocket session.
+fn data_of<'a, T: std::any::Any>(request: &'a Request, session: Option<&'a Data>) -> Option<&'a T> {
+    let id = std::any::TypeId::of::<T>();
+    request
+        .data
+        .get(&id)
+        .or_else(|| session.and_then(|d| d.get(&id)))
+        .and_then(|v| v.downcast_ref::<T>())
 }
 
 impl Executor for GuardedExecutor {
@@ -370,9 +367,7 @@ impl Executor for GuardedExecutor {
         }
         let db = Self::request_db(&request);
         let response = self.guard.finish(self.schema.execute(request).await);
-        if let (Some(client), Some(budget)) = (&client, db.as_deref().and_then(|d| d.budget())) {
-            self.state.work.charge(client, budget.spent());
-        }
+        self.charge(client.as_deref(), db.as_deref());
         response
     }
 
@@ -392,9 +387,7 @@ impl Executor for GuardedExecutor {
         let (one_shot, query_only) = request.parsed_query().map_or((false, false), |doc| {
             (!has_subscription(doc), is_query_only(doc))
         });
-        let has_loaders = request
-            .data
-            .contains_key(&std::any::TypeId::of::<super::loaders::Loaders>());
+        let has_loaders = data_of::<super::loaders::Loaders>(&request, None).is_some();
         if one_shot && !has_loaders {
             let loaders = super::loaders::Loaders::per_request(&self.state);
             request = request.data(loaders);
@@ -419,9 +412,7 @@ impl Executor for GuardedExecutor {
                 while let Some(r) = responses.next().await {
                     yield this.guard.finish(r);
                 }
-                if let (Some(client), Some(budget)) = (&client, db.as_deref().and_then(|d| d.budget())) {
-                    this.state.work.charge(client, budget.spent());
-                }
+                this.charge(client.as_deref(), db.as_deref());
             }
             .boxed();
         }

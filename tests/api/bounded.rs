@@ -521,6 +521,15 @@ async fn limits_hold_across_instances() {
     cluster.finish().await;
 }
 
+/// How many sessions `user`'s account has.
+async fn sessions_of(app: &TestApp, user: &crate::support::TestUser) -> i64 {
+    app.count(&format!(
+        "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
+        user.id
+    ))
+    .await
+}
+
 const SIGN_IN: &str = "mutation($u: String!, $p: String!) { signIn(input: { username: $u, password: $p }) { token } }";
 
 /// A sign-in in flight while a suspension or a password change commits:
@@ -546,12 +555,7 @@ async fn sign_ins_racing_suspension_or_password_change_leave_no_session(app: &Te
             }
         );
         assert!(suspended["errors"].is_null(), "{suspended}");
-        let sessions = app
-            .count(&format!(
-                "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
-                u.id
-            ))
-            .await;
+        let sessions = sessions_of(app, &u).await;
         assert_eq!(sessions, 0, "trial {trial}: {signed}");
         if let Some(token) = signed["data"]["signIn"]["token"].as_str() {
             let resp = app.gql(Some(token), viewer, json!({})).await;
@@ -576,12 +580,7 @@ async fn sign_ins_racing_suspension_or_password_change_leave_no_session(app: &Te
             .expect("the change commits")
             .to_owned();
         // The change's own session is the only one.
-        let sessions = app
-            .count(&format!(
-                "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
-                u.id
-            ))
-            .await;
+        let sessions = sessions_of(app, &u).await;
         assert_eq!(sessions, 1, "trial {trial}: {signed}");
         if let Some(token) = signed["data"]["signIn"]["token"].as_str() {
             let resp = app.gql(Some(token), viewer, json!({})).await;
