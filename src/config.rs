@@ -189,15 +189,16 @@ pub struct LimitsConfig {
     #[arg(long, env = "EPHEMERA_RATE_PERSISTED_QUERIES", default_value = "60/1m", value_parser = parse_rate)]
     pub rate_persisted_queries: Rate,
 
-    /// Database time one client (account, else address) may use a second on
-    /// one instance, after a burst of `EPHEMERA_DB_TIME_BURST`; past it, its
-    /// requests are `RATE_LIMITED` until its share catches up.
-    #[arg(long, env = "EPHEMERA_DB_TIME_PER_CLIENT", default_value = "100ms", value_parser = parse_duration)]
-    pub db_time_per_client: Duration,
+    /// Work time one client (account, else address) may use a second on one
+    /// instance (the time its operations spent being parsed, executed and
+    /// waiting on the database), after a burst of `EPHEMERA_WORK_TIME_BURST`;
+    /// past it, its requests are `RATE_LIMITED` until its share catches up.
+    #[arg(long, env = "EPHEMERA_WORK_TIME_PER_CLIENT", default_value = "100ms", value_parser = parse_duration)]
+    pub work_time_per_client: Duration,
 
-    /// Database time one client may use at once before its share applies.
-    #[arg(long, env = "EPHEMERA_DB_TIME_BURST", default_value = "500ms", value_parser = parse_duration)]
-    pub db_time_burst: Duration,
+    /// Work time one client may use at once before its share applies.
+    #[arg(long, env = "EPHEMERA_WORK_TIME_BURST", default_value = "500ms", value_parser = parse_duration)]
+    pub work_time_burst: Duration,
 
     /// How long a rate-limit refusal is held back before it is answered
     /// (at most the wait it names): a client flooding in a loop is slowed

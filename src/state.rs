@@ -50,7 +50,7 @@ pub struct AppState {
     pub query_conns: Arc<QueryConnections>,
     pub media: Media,
     pub accounts: Accounts,
-    /// Each client's share of database time on this instance.
+    /// Each client's share of work time on this instance.
     pub work: Arc<WorkMeter>,
 }
 
@@ -154,8 +154,8 @@ impl AppState {
         };
         Ok(Self {
             work: Arc::new(WorkMeter::new(
-                config.limits.db_time_per_client,
-                config.limits.db_time_burst,
+                config.limits.work_time_per_client,
+                config.limits.work_time_burst,
                 config.limits.refusal_delay,
             )),
             media,

@@ -401,9 +401,12 @@ impl Limiter {
     }
 }
 
-/// The database time each client (account, else address) may use on this
-/// instance: `share` of it a second, after a burst of `burst`. What a
-/// request spent is charged when it ends; a client past its burst is
+/// The work time each client (account, else address) may use on this
+/// instance: `share` of it a second, after a burst of `burst`. A request's
+/// work is the time it spent being parsed and validated, executed (the
+/// time its futures were polled) and waiting on the database: what it made
+/// the server do, whatever it declared. What a request spent is charged
+/// when it ends; a client past its burst is
 /// refused (`RATE_LIMITED`, held back like every refusal) until its share
 /// has caught up. In memory: work is done, and metered, where it runs.
 pub struct WorkMeter {
@@ -452,14 +455,14 @@ impl WorkMeter {
         tokio::time::sleep(wait.min(self.refusal_delay)).await;
         Err(AppError::rate_limited(
             format!(
-                "this client used its share of database time ({} a second); ask for less",
+                "this client used its share of the server's time ({} a second); ask for less",
                 humantime::format_duration(self.share)
             ),
             wait,
         ))
     }
 
-    /// Charges `spent` database time to `client`.
+    /// Charges `spent` work time to `client`.
     pub fn charge(&self, client: &str, spent: Duration) {
         if spent.is_zero() || self.share.is_zero() {
             return;

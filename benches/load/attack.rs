@@ -4,8 +4,9 @@
 //! from many addresses at a fixed rate, (c) one account floods writes,
 //! (d) one address floods resumes of `events` from the oldest cursor, and
 //! (e) clients run the most expensive queries the limits let through, each
-//! as a ratio to the page alone measured right before it. The attackers come from other loopback addresses
-//! (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
+//! as a ratio to the page alone measured right before and right after it
+//! (their mean: the machine's speed drifts between phases). The attackers
+//! come from other loopback addresses (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
 
 use std::time::Duration;
@@ -37,14 +38,26 @@ pub struct AttackResult {
     pub catch_ups: f64,
     pub catch_ups_sent: u64,
     pub catch_ups_limited: u64,
-    /// (e) the page while max-priced legal queries run; how many answered.
+    /// (e) the page while max-priced legal queries run; how many were
+    /// answered with data, how many refused as rate limited.
     pub heavy: f64,
     pub heavy_done: u64,
-    /// The page alone, measured right before each attack (slow bodies,
-    /// sign-in flood, writes, resumes, heavy queries), so each ratio
-    /// compares runs seconds apart on a machine whose speed drifts.
-    pub alone: [f64; 5],
+    pub heavy_limited: u64,
+    /// The page alone, measured between the attacks: before slow bodies,
+    /// sign-in flood, writes, resumes and heavy queries, and after the
+    /// last. Attack `i` is compared with the mean of `alone[i]` and
+    /// `alone[i + 1]`, the runs seconds before and after it, on a machine
+    /// whose speed drifts.
+    pub alone: [f64; 6],
     pub errors: u64,
+}
+
+impl AttackResult {
+    /// The page alone around attack `i`: the mean of the runs before and
+    /// after it.
+    pub fn around(&self, i: usize) -> f64 {
+        (self.alone[i] + self.alone[i + 1]) / 2.0
+    }
 }
 
 /// Sends `body` as one request on a new connection from `source` (as a
@@ -146,32 +159,40 @@ async fn catch_up_flood(addr: String, source: u8, cursor: String, until: Instant
     (sent, limited)
 }
 
+/// The accounts the write flood and the max-priced queries come from: not
+/// among the page's viewers, whose share of work they would spend.
+const WRITER_ACCOUNT: i64 = 101;
+const HEAVY_ACCOUNT: i64 = 100;
+
 /// (e) The most expensive queries the limits let through, one after
 /// another from `source`: a world map of 1,000 markers, and 100 statuses
-/// by id with their authors and media; how many answered.
+/// by id with their authors and media; (answered with data, refused as
+/// rate limited).
 async fn heavy_queries(
     addr: String,
     source: u8,
     token: String,
     ids: Vec<i64>,
     until: Instant,
-) -> u64 {
+) -> (u64, u64) {
     let ids: Vec<String> = ids.iter().map(|i| format!("\\\"{i}\\\"")).collect();
     let map = r#"{"query":"{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }, limit: 1000) { truncated markers { __typename ... on MomentPin { latitude longitude moment { id caption likesCount media { url } } } ... on LocationPin { badgeCount location { id name } } } } }"}"#.to_owned();
     let nodes = format!(
         r#"{{"query":"{{ nodes(ids: [{}]) {{ id ... on Status {{ caption createdAt viewerHasSeen author {{ id username displayName }} media {{ url width height }} }} }} }}"}}"#,
         ids.join(",")
     );
-    let mut done = 0;
+    let (mut done, mut limited) = (0, 0);
     while Instant::now() < until {
         for body in [&map, &nodes] {
             let answer = one_request(&addr, source, body, Some(&token)).await;
-            if answer.starts_with(b"HTTP/1.1 200") {
+            if answer.windows(12).any(|w| w == b"RATE_LIMITED") {
+                limited += 1;
+            } else if answer.starts_with(b"HTTP/1.1 200") {
                 done += 1;
             }
         }
     }
-    done
+    (done, limited)
 }
 
 async fn connect_from(source: u8, addr: &str) -> std::io::Result<TcpStream> {
@@ -254,8 +275,8 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
             ("EPHEMERA_RATE_POSTS", "20/1m"),
             ("EPHEMERA_RATE_LIKES", "120/1m"),
             ("EPHEMERA_RATE_CATCHUP", "30/1m"),
-            ("EPHEMERA_DB_TIME_PER_CLIENT", "100ms"),
-            ("EPHEMERA_DB_TIME_BURST", "500ms"),
+            ("EPHEMERA_WORK_TIME_PER_CLIENT", "100ms"),
+            ("EPHEMERA_WORK_TIME_BURST", "500ms"),
         ])
         .await;
     let query: Query = load::queries(bench)
@@ -318,7 +339,7 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
     result.alone[2] = rate(&t);
     // (c) One account floods writes, from its own address, eight at once.
     let until = Instant::now() + run;
-    let token = bench.token(1);
+    let token = bench.token(WRITER_ACCOUNT);
     let writers: Vec<_> = (0..8)
         .map(|_| tokio::spawn(write_flood(server.addr.clone(), 50, token.clone(), until)))
         .collect();
@@ -368,7 +389,7 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
             tokio::spawn(heavy_queries(
                 server.addr.clone(),
                 70 + i,
-                bench.token(2),
+                bench.token(HEAVY_ACCOUNT),
                 ids.clone(),
                 until,
             ))
@@ -378,8 +399,13 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> AttackResult {
     result.errors += t.errors;
     result.heavy = rate(&t);
     for h in heavy {
-        result.heavy_done += h.await.unwrap_or_default();
+        let (done, limited) = h.await.unwrap_or_default();
+        result.heavy_done += done;
+        result.heavy_limited += limited;
     }
+    let t = load::closed_loop(&client, &query, opts.concurrency, run).await;
+    result.errors += t.errors;
+    result.alone[5] = rate(&t);
     server.stop().await;
     result
 }

@@ -108,8 +108,8 @@ impl Bench {
             ("EPHEMERA_RATE_ACCOUNT", "1000000/1s".to_owned()),
             ("EPHEMERA_RATE_CATCHUP", "1000000/1s".to_owned()),
             ("EPHEMERA_RATE_PERSISTED_QUERIES", "1000000/1s".to_owned()),
-            ("EPHEMERA_DB_TIME_PER_CLIENT", "1000s".to_owned()),
-            ("EPHEMERA_DB_TIME_BURST", "1000s".to_owned()),
+            ("EPHEMERA_WORK_TIME_PER_CLIENT", "1000s".to_owned()),
+            ("EPHEMERA_WORK_TIME_BURST", "1000s".to_owned()),
         ]
     }
 }

@@ -25,6 +25,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::{Data, Executor, Request, Response, ServerError};
@@ -323,7 +324,7 @@ impl GuardedExecutor {
 }
 
 impl GuardedExecutor {
-    /// Whose database time a request is: its account, else its address.
+    /// Whose work a request is: its account, else its address.
     fn client_of(request: &Request, session: Option<&Data>) -> Option<String> {
         if let Some(id) = data_of::<crate::auth::Viewer>(request, session).and_then(|v| v.id()) {
             return Some(format!("account:{id}"));
@@ -336,12 +337,32 @@ impl GuardedExecutor {
         data_of::<super::loaders::Loaders>(request, None).map(|l| l.db.clone())
     }
 
-    /// Charges what the request that used `db` spent to `client`.
-    fn charge(&self, client: Option<&str>, db: Option<&crate::db::RequestDb>) {
-        if let (Some(client), Some(budget)) = (client, db.and_then(|d| d.budget())) {
-            self.state.work.charge(client, budget.spent());
-        }
+    /// Charges to `client` what its request spent: `busy`, the time it
+    /// kept a thread busy, and the database time of `db`'s statements.
+    fn charge(&self, client: Option<&str>, db: Option<&crate::db::RequestDb>, busy: Duration) {
+        let Some(client) = client else { return };
+        let waited = db
+            .and_then(|d| d.budget())
+            .map(|b| b.spent())
+            .unwrap_or_default();
+        self.state.work.charge(client, busy + waited);
     }
+}
+
+/// Runs `work`; its output and the time it was being polled, that is the
+/// time it kept a thread busy (its waits, on the database or on other
+/// requests, left out).
+async fn busy<F: Future>(work: F) -> (F::Output, Duration) {
+    let mut work = std::pin::pin!(work);
+    let mut spent = Duration::ZERO;
+    let output = std::future::poll_fn(|cx| {
+        let started = std::time::Instant::now();
+        let poll = work.as_mut().poll(cx);
+        spent += started.elapsed();
+        poll
+    })
+    .await;
+    (output, spent)
 }
 
 /// A value of type `T` the request carries, or else its websocket session.
@@ -356,18 +377,23 @@ fn data_of<'a, T: std::any::Any>(request: &'a Request, session: Option<&'a Data>
 
 impl Executor for GuardedExecutor {
     async fn execute(&self, mut request: Request) -> Response {
-        if let Err(e) = self.guard.check(&mut request, None) {
-            return Response::from_errors(vec![e]);
-        }
+        // A client past its share is refused before its document is even
+        // parsed; what parsing costs is charged, valid or not.
         let client = Self::client_of(&request, None);
         if let Some(client) = &client
             && let Err(e) = self.state.work.admit(client).await
         {
             return Response::from_errors(vec![refusal(e)]);
         }
+        let (checked, parsing) = busy(async { self.guard.check(&mut request, None) }).await;
+        if let Err(e) = checked {
+            self.charge(client.as_deref(), None, parsing);
+            return Response::from_errors(vec![e]);
+        }
         let db = Self::request_db(&request);
-        let response = self.guard.finish(self.schema.execute(request).await);
-        self.charge(client.as_deref(), db.as_deref());
+        let (response, executing) = busy(self.schema.execute(request)).await;
+        let response = self.guard.finish(response);
+        self.charge(client.as_deref(), db.as_deref(), parsing + executing);
         response
     }
 
@@ -376,50 +402,59 @@ impl Executor for GuardedExecutor {
         mut request: Request,
         session_data: Option<Arc<Data>>,
     ) -> BoxStream<'static, Response> {
-        if let Err(e) = self.guard.check(&mut request, session_data.as_deref()) {
-            return futures_util::stream::once(async move { Response::from_errors(vec![e]) })
-                .boxed();
-        }
-        // A query or mutation over a websocket gets loaders of its own, as
-        // over HTTP: cached for it alone, its statements under the request
-        // budget. A subscription keeps the shared, uncached ones (it lives
-        // long; each event is read fresh).
-        let (one_shot, query_only) = request.parsed_query().map_or((false, false), |doc| {
-            (!has_subscription(doc), is_query_only(doc))
-        });
-        let has_loaders = data_of::<super::loaders::Loaders>(&request, None).is_some();
-        if one_shot && !has_loaders {
-            let loaders = super::loaders::Loaders::per_request(&self.state);
-            request = request.data(loaders);
-            if query_only {
-                super::loaders::pin_query(&request);
+        let this = self.clone();
+        async_stream::stream! {
+            // A client past its share is refused before its document is
+            // even parsed; what parsing costs is charged, valid or not.
+            let client = Self::client_of(&request, session_data.as_deref());
+            if let Some(client) = &client
+                && let Err(e) = this.state.work.admit(client).await
+            {
+                yield Response::from_errors(vec![refusal(e)]);
+                return;
             }
-        }
-        if one_shot {
-            // Metered like an HTTP request: the client's share of database
-            // time admits it, and what it spent is charged when it ends.
-            let this = self.clone();
-            return async_stream::stream! {
-                let client = Self::client_of(&request, session_data.as_deref());
-                if let Some(client) = &client
-                    && let Err(e) = this.state.work.admit(client).await
-                {
-                    yield Response::from_errors(vec![refusal(e)]);
-                    return;
-                }
-                let db = Self::request_db(&request);
-                let mut responses = Executor::execute_stream(&this.schema, request, session_data);
-                while let Some(r) = responses.next().await {
+            let started = std::time::Instant::now();
+            let checked = this.guard.check(&mut request, session_data.as_deref());
+            let parsing = started.elapsed();
+            if let Err(e) = checked {
+                this.charge(client.as_deref(), None, parsing);
+                yield Response::from_errors(vec![e]);
+                return;
+            }
+            // A query or mutation over a websocket gets loaders of its own,
+            // as over HTTP: cached for it alone, its statements under the
+            // request budget, its work charged when it ends. A subscription
+            // keeps the shared, uncached ones (it lives long; each event is
+            // read fresh).
+            let (one_shot, query_only) = request.parsed_query().map_or((false, false), |doc| {
+                (!has_subscription(doc), is_query_only(doc))
+            });
+            if !one_shot {
+                this.charge(client.as_deref(), None, parsing);
+                let mut events = Executor::execute_stream(&this.schema, request, session_data);
+                while let Some(r) = events.next().await {
                     yield this.guard.finish(r);
                 }
-                this.charge(client.as_deref(), db.as_deref());
+                return;
             }
-            .boxed();
+            if data_of::<super::loaders::Loaders>(&request, None).is_none() {
+                request = request.data(super::loaders::Loaders::per_request(&this.state));
+                if query_only {
+                    super::loaders::pin_query(&request);
+                }
+            }
+            let db = Self::request_db(&request);
+            let mut responses = Executor::execute_stream(&this.schema, request, session_data);
+            let mut spent = parsing;
+            loop {
+                let (next, executing) = busy(responses.next()).await;
+                spent += executing;
+                let Some(r) = next else { break };
+                yield this.guard.finish(r);
+            }
+            this.charge(client.as_deref(), db.as_deref(), spent);
         }
-        let guard = self.guard.clone();
-        Executor::execute_stream(&self.schema, request, session_data)
-            .map(move |r| guard.finish(r))
-            .boxed()
+        .boxed()
     }
 }
 

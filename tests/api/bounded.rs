@@ -1420,9 +1420,9 @@ async fn uploads_keep_only_what_draws_the_image(app: &TestApp) {
 
 crate::both_backends!(uploads_keep_only_what_draws_the_image);
 
-fn small_db_share(c: &mut ephemera::config::Config) {
-    c.limits.db_time_per_client = std::time::Duration::from_millis(1);
-    c.limits.db_time_burst = std::time::Duration::from_millis(200);
+fn small_work_share(c: &mut ephemera::config::Config) {
+    c.limits.work_time_per_client = std::time::Duration::from_millis(1);
+    c.limits.work_time_burst = std::time::Duration::from_millis(200);
 }
 
 /// Each client's share of database time: a client that keeps asking for
@@ -1448,7 +1448,7 @@ async fn a_client_gets_its_share_of_database_time(app: &TestApp) {
     }
     let refused = refused.expect("the heavy client is refused at last");
     assert!(
-        message(&refused).contains("share of database time"),
+        message(&refused).contains("share of the server's time"),
         "{refused}"
     );
     assert!(refused["errors"][0]["extensions"]["retryAfter"].as_u64() >= Some(1));
@@ -1477,4 +1477,55 @@ async fn a_client_gets_its_share_of_database_time(app: &TestApp) {
     assert_eq!(data["statuses"]["nodes"].as_array().map(Vec::len), Some(30));
 }
 
-crate::both_backends_with!(small_db_share => a_client_gets_its_share_of_database_time);
+crate::both_backends_with!(small_work_share => a_client_gets_its_share_of_database_time);
+
+/// The share counts all the work a request makes, not only its database
+/// time: a client whose queries run no statement at all (introspection,
+/// pure execution) is refused once past its burst, and one whose queries
+/// are refused by the guard pays for their parsing too; another client is
+/// served meanwhile.
+async fn a_client_is_charged_for_the_time_it_keeps_the_server_busy(app: &TestApp) {
+    let busy = app.sign_up("busy").await;
+    let other = app.sign_up("other").await;
+    let q = "{ __schema { types { name description fields { name description args { name type { name kind } } type { name kind ofType { name kind } } } } } }";
+    let mut refused = None;
+    for _ in 0..5_000 {
+        let resp = app.gql(busy.token(), q, json!({})).await;
+        if resp["errors"][0]["extensions"]["code"] == "RATE_LIMITED" {
+            refused = Some(resp);
+            break;
+        }
+        assert!(resp["data"]["__schema"]["types"].is_array(), "{resp}");
+    }
+    let refused = refused.expect("a client that only keeps the server busy is refused at last");
+    assert!(
+        message(&refused).contains("share of the server's time"),
+        "{refused}"
+    );
+    // Another client is served.
+    let data = app.ok(other.token(), "{ __typename }", json!({})).await;
+    assert_eq!(data["__typename"], "Query");
+
+    // Invalid documents are parsed and refused, and the parsing is charged.
+    let parser = app.sign_up("parser").await;
+    let invalid = format!("{{ {} }}", vec!["__typename nowhere"; 200].join(" "));
+    let mut refused = false;
+    for _ in 0..20_000 {
+        let resp = app.gql(parser.token(), &invalid, json!({})).await;
+        let code = resp["errors"][0]["extensions"]["code"].clone();
+        if code == "RATE_LIMITED" {
+            refused = true;
+            break;
+        }
+        assert!(
+            resp.get("data").is_none_or(serde_json::Value::is_null),
+            "{resp}"
+        );
+    }
+    assert!(
+        refused,
+        "a client sending invalid documents is never charged"
+    );
+}
+
+crate::both_backends_with!(small_work_share => a_client_is_charged_for_the_time_it_keeps_the_server_busy);

@@ -460,8 +460,8 @@ pub fn unlimited_writes(config: &mut Config) {
     }
     config.limits.rate_catchup = many;
     config.limits.rate_persisted_queries = many;
-    config.limits.db_time_per_client = Duration::from_secs(1000);
-    config.limits.db_time_burst = Duration::from_secs(1000);
+    config.limits.work_time_per_client = Duration::from_secs(1000);
+    config.limits.work_time_burst = Duration::from_secs(1000);
 }
 
 /// The server still answers `/healthz` and a query.
