@@ -39,6 +39,20 @@ pub struct App {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
+/// Writes the search words of accounts that have none yet (older than the
+/// index, or seeded around the server), in the background: searches find
+/// them once it is done.
+async fn index_names(state: AppState) {
+    match crate::domain::search::backfill(&state.db, state.clock.now()).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(accounts = n, "indexed the names of accounts for search"),
+        Err(e) => tracing::warn!(
+            error = e.message(),
+            "indexing names for search failed; retried at the next start"
+        ),
+    }
+}
+
 impl App {
     /// Connects, migrates, builds the schema and router, binds the listen
     /// address (port 0 picks a free port) and starts the jobs if enabled.
@@ -69,6 +83,7 @@ impl App {
         let tasks = vec![
             tokio::spawn(reader),
             tokio::spawn(state.clone().keep_node(stop)),
+            tokio::spawn(index_names(state.clone())),
         ];
         Ok(Self {
             state,

@@ -176,7 +176,7 @@ pub struct LimitsConfig {
     #[arg(long, env = "EPHEMERA_RATE_MODERATION", default_value = "600/1m", value_parser = parse_rate)]
     pub rate_moderation: Rate,
 
-    /// Sign-outs one account may make.
+    /// Sign-outs and profile changes one account may make.
     #[arg(long, env = "EPHEMERA_RATE_ACCOUNT", default_value = "30/1m", value_parser = parse_rate)]
     pub rate_account: Rate,
 

@@ -37,6 +37,9 @@ pub enum CursorKind {
     Notice = 15,
     /// A position in the change log (subscriptions).
     Event = 16,
+    /// A position in a search for people (`ts`: friends or others).
+    UserSearch = 17,
+    SentFriendRequest = 18,
 }
 
 /// One list a cursor belongs to: its kind and whose it is (the author of a

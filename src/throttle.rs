@@ -120,7 +120,7 @@ pub enum Write {
     Media,
     /// A moderator's `takeDown`, `suspendUser`, `reinstateUser`, `resolveReport`.
     Moderate,
-    /// `signOut`, `signOutEverywhere`.
+    /// `signOut`, `signOutEverywhere`, `updateProfile`.
     Account,
 }
 

@@ -229,7 +229,7 @@ impl Bench {
         let (with, from) = self.series(1, users);
         let (cte_g, _) = self.dialect().integers("g", "i", 1, users);
         self.insert::<user::Entity>(format!(
-            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL FROM {from}"
+            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL, NULL, NULL, NULL FROM {from}"
         ))
         .await;
         // One sign-in session per account, numbered as the account, so

@@ -45,6 +45,7 @@ mod m20261201_000005_sessions;
 mod m20261202_000006_safety;
 mod m20261202_000007_events;
 mod m20261202_000008_limits;
+mod m20261202_000009_people;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -61,6 +62,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000006_safety::Migration),
             Box::new(m20261202_000007_events::Migration),
             Box::new(m20261202_000008_limits::Migration),
+            Box::new(m20261202_000009_people::Migration),
         ]
     }
 }

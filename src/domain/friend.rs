@@ -32,7 +32,16 @@ struct PairRow {
     low_id: i64,
     high_id: i64,
     requester_id: i64,
+    created_at: i64,
     accepted_at: Option<i64>,
+}
+
+/// How a viewer stands with another user, and when a request between them
+/// that waits for an answer was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Standing {
+    pub state: FriendshipState,
+    pub requested_at: Option<Millis>,
 }
 
 impl PairRow {
@@ -92,7 +101,7 @@ pub async fn send_request(
             ", NULL) ON CONFLICT (low_id, high_id) DO UPDATE SET accepted_at = CASE \
                WHEN friendships.accepted_at IS NULL AND friendships.requester_id <> excluded.requester_id \
                THEN excluded.created_at ELSE friendships.accepted_at END \
-             RETURNING low_id, high_id, requester_id, accepted_at",
+             RETURNING low_id, high_id, requester_id, created_at, accepted_at",
         ),
     )
     .await?;
@@ -165,16 +174,22 @@ pub async fn states<C: ConnectionTrait>(
     db: &C,
     viewer: i64,
     others: &[i64],
-) -> AppResult<HashMap<i64, FriendshipState>> {
-    let mut out: HashMap<i64, FriendshipState> = others
+) -> AppResult<HashMap<i64, Standing>> {
+    let mut out: HashMap<i64, Standing> = others
         .iter()
         .map(|&o| {
-            let s = if o == viewer {
+            let state = if o == viewer {
                 FriendshipState::Myself
             } else {
                 FriendshipState::None
             };
-            (o, s)
+            (
+                o,
+                Standing {
+                    state,
+                    requested_at: None,
+                },
+            )
         })
         .collect();
     let ids: Vec<i64> = others.iter().copied().filter(|&o| o != viewer).collect();
@@ -184,7 +199,7 @@ pub async fn states<C: ConnectionTrait>(
     let rows: Vec<PairRow> = db::fetch_all(
         db,
         Sql::new(
-            "SELECT low_id, high_id, requester_id, accepted_at FROM friendships WHERE (low_id = ",
+            "SELECT low_id, high_id, requester_id, created_at, accepted_at FROM friendships WHERE (low_id = ",
         )
         .bind(viewer)
         .push(" AND high_id IN (")
@@ -197,7 +212,11 @@ pub async fn states<C: ConnectionTrait>(
     )
     .await?;
     for r in rows {
-        out.insert(r.other(viewer), r.state_for(viewer));
+        let standing = Standing {
+            state: r.state_for(viewer),
+            requested_at: r.accepted_at.is_none().then_some(r.created_at),
+        };
+        out.insert(r.other(viewer), standing);
     }
     Ok(out)
 }
@@ -211,7 +230,7 @@ pub async fn state<C: ConnectionTrait>(
     Ok(states(db, viewer, &[other])
         .await?
         .remove(&other)
-        .unwrap_or(FriendshipState::None))
+        .map_or(FriendshipState::None, |s| s.state))
 }
 
 /// The ids of `user`'s accepted friends.
@@ -226,6 +245,71 @@ pub async fn friend_ids<C: ConnectionTrait>(db: &C, user: i64) -> AppResult<Hash
 #[derive(Debug, FromQueryResult)]
 struct IdRow {
     id: i64,
+}
+
+#[derive(Debug, FromQueryResult)]
+struct CountRow {
+    id: i64,
+    n: i64,
+}
+
+/// How many accepted friends each of `users` has that `viewer` may see
+/// (the count of what their friends list shows the viewer); one statement.
+pub async fn counts<C: ConnectionTrait>(
+    db: &C,
+    viewer: i64,
+    users: &[i64],
+) -> AppResult<HashMap<i64, i64>> {
+    if users.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let sql = Sql::new(
+        "SELECT f.uid AS id, COUNT(*) AS n FROM (\
+         SELECT low_id AS uid, high_id AS fid FROM friendships WHERE low_id IN (",
+    )
+    .list(users.iter().copied())
+    .push(
+        ") AND accepted_at IS NOT NULL UNION ALL \
+         SELECT high_id AS uid, low_id AS fid FROM friendships WHERE high_id IN (",
+    )
+    .list(users.iter().copied())
+    .push(") AND accepted_at IS NOT NULL) f WHERE ")
+    .append(visibility::visible_person(
+        "f.fid",
+        visibility::Who::User(viewer),
+    ))
+    .push(" GROUP BY f.uid");
+    let rows: Vec<CountRow> = db::fetch_all(db, sql).await?;
+    let mut out: HashMap<i64, i64> = users.iter().map(|&u| (u, 0)).collect();
+    out.extend(rows.into_iter().map(|r| (r.id, r.n)));
+    Ok(out)
+}
+
+/// A page of the users `viewer` asked to be friends who have not answered,
+/// newest request first.
+pub async fn outgoing_page<C: ConnectionTrait>(
+    db: &C,
+    viewer: i64,
+    q: &PageQuery,
+) -> AppResult<Page<Profile>> {
+    let sql = Sql::new(&format!(
+        "SELECT {PROFILE_COLUMNS}, f.created_at AS k_ts FROM friendships f \
+         JOIN users u ON u.id = CASE WHEN f.low_id = "
+    ))
+    .bind(viewer)
+    .push(" THEN f.high_id ELSE f.low_id END WHERE (f.low_id = ")
+    .bind(viewer)
+    .push(" OR f.high_id = ")
+    .bind(viewer)
+    .push(") AND f.requester_id = ")
+    .bind(viewer)
+    .push(" AND f.accepted_at IS NULL AND ")
+    .append(visibility::visible_person(
+        "u.id",
+        visibility::Who::User(viewer),
+    ))
+    .append(q.bounds("f.created_at", "u.id"));
+    Ok(keyed_page(q, db::fetch_all(db, sql).await?))
 }
 
 /// A page of `user`'s accepted friends whom `viewer` may see, most recent

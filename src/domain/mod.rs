@@ -15,6 +15,7 @@ pub mod moderation;
 pub mod moment;
 pub mod page;
 pub mod safety;
+pub mod search;
 pub mod session;
 pub mod status;
 pub mod user;

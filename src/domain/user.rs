@@ -24,10 +24,13 @@ pub struct Profile {
     pub username: String,
     pub display_name: Option<String>,
     pub created_at: i64,
+    pub bio: Option<String>,
+    pub avatar_media_id: Option<i64>,
 }
 
 /// The columns of [`Profile`] for table alias `u`.
-pub const PROFILE_COLUMNS: &str = "u.id, u.username, u.display_name, u.created_at";
+pub const PROFILE_COLUMNS: &str =
+    "u.id, u.username, u.display_name, u.created_at, u.bio, u.avatar_media_id";
 
 const MAX_PASSWORD: usize = 1024;
 const MAX_DISPLAY_NAME: usize = 64;
@@ -123,14 +126,28 @@ pub async fn sign_up(
         is_moderator: false,
         suspended_at: None,
         suspension_reason: None,
+        bio: None,
+        avatar_media_id: None,
+        words_indexed_at: Some(now),
     };
-    db::insert::row(db, user.clone()).await.map_err(|e| {
+    // The account and its words in the search index, at once.
+    let txn = db::begin(db).await?;
+    db::insert::row(&txn, user.clone()).await.map_err(|e| {
         if is_unique_violation(&e) {
             taken()
         } else {
             AppError::from(e)
         }
     })?;
+    super::search::index_user(
+        &txn,
+        user.id,
+        &user.username,
+        user.display_name.as_deref(),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
     let tokens = &accounts.tokens;
     let session = super::session::start(db, user.id, now, tokens.ttl_ms()).await?;
     let token = tokens.issue(user.id, session, now)?;
@@ -417,6 +434,8 @@ fn profile(u: user::Model) -> Profile {
         username: u.username,
         display_name: u.display_name,
         created_at: u.created_at,
+        bio: u.bio,
+        avatar_media_id: u.avatar_media_id,
     }
 }
 
@@ -502,6 +521,109 @@ pub async fn find_by_id<C: ConnectionTrait>(db: &C, id: i64) -> AppResult<Option
     Ok(find_by_ids(db, &[id]).await?.remove(&id))
 }
 
+/// What `updateProfile` changes; `None`: left as it is.
+#[derive(Debug, Default)]
+pub struct ProfileChange {
+    /// An empty string clears it.
+    pub display_name: Option<String>,
+    /// An empty string clears it.
+    pub bio: Option<String>,
+    pub avatar_media_id: Option<i64>,
+    pub remove_avatar: bool,
+}
+
+const MAX_PROFILE_DISPLAY_NAME: usize = 50;
+const MAX_BIO: usize = 300;
+
+/// A profile text as stored: trimmed, blank clears it, at most `max`
+/// characters, no control characters (newlines in a multiline one).
+fn profile_text(
+    text: String,
+    field: &str,
+    max: usize,
+    multiline: bool,
+) -> AppResult<Option<String>> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if text.chars().count() > max {
+        return Err(AppError::bad_input(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    super::check_stored_text(text, field, multiline)?;
+    Ok(Some(text.to_owned()))
+}
+
+/// Changes `viewer`'s profile: everything checked before anything is
+/// written, then in one transaction under the account's lock. A new or
+/// removed avatar deletes the old one's media through the outbox; a
+/// display name changed rewrites the account's search words.
+pub async fn update_profile(
+    db: &DatabaseConnection,
+    media: &crate::state::Media,
+    viewer: i64,
+    change: ProfileChange,
+    now: Millis,
+) -> AppResult<Profile> {
+    if change.remove_avatar && change.avatar_media_id.is_some() {
+        return Err(AppError::bad_input(
+            "pass avatarMediaId or removeAvatar, not both",
+        ));
+    }
+    let display_name = change
+        .display_name
+        .map(|n| profile_text(n, "displayName", MAX_PROFILE_DISPLAY_NAME, false))
+        .transpose()?;
+    let bio = change
+        .bio
+        .map(|b| profile_text(b, "bio", MAX_BIO, true))
+        .transpose()?;
+    if let Some(id) = change.avatar_media_id {
+        super::media::prepare(db, media, viewer, id, now).await?;
+    }
+    let txn = db::begin(db).await?;
+    lock_for_write(&txn, viewer).await?;
+    let me = find_by_id(&txn, viewer).await?.ok_or_else(gone)?;
+    let mut set = Vec::new();
+    if let Some(name) = &display_name {
+        set.push(Sql::new("display_name = ").bind(name.clone()));
+    }
+    if let Some(bio) = &bio {
+        set.push(Sql::new("bio = ").bind(bio.clone()));
+    }
+    let replaced = if let Some(id) = change.avatar_media_id {
+        super::media::attach(&txn, viewer, id, now).await?;
+        set.push(Sql::new("avatar_media_id = ").bind(id));
+        me.avatar_media_id
+    } else if change.remove_avatar {
+        set.push(Sql::new("avatar_media_id = NULL"));
+        me.avatar_media_id
+    } else {
+        None
+    };
+    if !set.is_empty() {
+        db::execute(
+            &txn,
+            Sql::new("UPDATE users SET ")
+                .append(Sql::join(set, ", "))
+                .push(" WHERE id = ")
+                .bind(viewer),
+        )
+        .await?;
+    }
+    if let Some(old) = replaced {
+        super::media::delete_by_ids(&txn, &[old], now).await?;
+    }
+    if let Some(name) = &display_name {
+        super::search::index_user(&txn, viewer, &me.username, name.as_deref(), now).await?;
+    }
+    let updated = find_by_id(&txn, viewer).await?.ok_or_else(gone)?;
+    txn.commit().await?;
+    Ok(updated)
+}
+
 /// A profile with the timestamp a list is sorted by (`k_ts`).
 #[derive(Debug, FromQueryResult)]
 pub struct KeyedProfile {
@@ -509,6 +631,8 @@ pub struct KeyedProfile {
     pub username: String,
     pub display_name: Option<String>,
     pub created_at: i64,
+    pub bio: Option<String>,
+    pub avatar_media_id: Option<i64>,
     pub k_ts: i64,
 }
 
@@ -532,6 +656,8 @@ pub fn keyed_page(q: &PageQuery, rows: Vec<KeyedProfile>) -> Page<Profile> {
                         username: r.username,
                         display_name: r.display_name,
                         created_at: r.created_at,
+                        bio: r.bio,
+                        avatar_media_id: r.avatar_media_id,
                     },
                 )
             })

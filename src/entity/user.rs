@@ -19,6 +19,13 @@ pub struct Model {
     pub suspended_at: Option<i64>,
     /// Why, for the account's owner.
     pub suspension_reason: Option<String>,
+    /// What the user wrote about themselves.
+    pub bio: Option<String>,
+    /// The user's picture: an upload attached to the account.
+    pub avatar_media_id: Option<i64>,
+    /// When the account's name words were last written to `user_words`
+    /// (the search index); unset: not yet, the start-up backfill does it.
+    pub words_indexed_at: Option<i64>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

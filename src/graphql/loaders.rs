@@ -26,7 +26,7 @@ use super::{loaders, viewer};
 
 use crate::clock::Clock;
 use crate::db::RequestDb;
-use crate::domain::friend::{self, FriendshipState};
+use crate::domain::friend;
 use crate::domain::status::{self, TrayCounts};
 use crate::domain::user::{self, Profile};
 use crate::domain::{like, location};
@@ -44,6 +44,7 @@ pub struct Loaders {
     pub seen: Cached<SeenLoader>,
     pub view_counts: Cached<ViewCountLoader>,
     pub friendship: Cached<FriendshipLoader>,
+    pub friend_counts: Cached<FriendCountLoader>,
     pub locations: Cached<LocationLoader>,
     pub location_counts: Cached<LocationCountLoader>,
     pub liked: Cached<LikedLoader>,
@@ -98,6 +99,7 @@ impl Loaders {
             seen: loader(SeenLoader(b()), cache),
             view_counts: loader(ViewCountLoader(b()), cache),
             friendship: loader(FriendshipLoader(b()), cache),
+            friend_counts: loader(FriendCountLoader(b()), cache),
             locations: loader(LocationLoader(b()), cache),
             location_counts: loader(LocationCountLoader(b()), cache),
             liked: loader(LikedLoader(b()), cache),
@@ -421,14 +423,31 @@ impl Loader<i64> for ViewCountLoader {
 pub struct FriendshipLoader(Base);
 
 impl Loader<(i64, i64)> for FriendshipLoader {
-    type Value = FriendshipState;
+    type Value = friend::Standing;
     type Error = AppError;
 
-    async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), FriendshipState>> {
+    async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), friend::Standing>> {
         let mut out = HashMap::new();
         for (viewer, others) in by_viewer(keys) {
             let states = friend::states(&*self.0.db, viewer, &others).await?;
             out.extend(states.into_iter().map(|(o, s)| ((viewer, o), s)));
+        }
+        Ok(out)
+    }
+}
+
+/// How many friends a user has that the viewer may see, by (viewer, user).
+pub struct FriendCountLoader(Base);
+
+impl Loader<(i64, i64)> for FriendCountLoader {
+    type Value = i64;
+    type Error = AppError;
+
+    async fn load(&self, keys: &[(i64, i64)]) -> AppResult<HashMap<(i64, i64), i64>> {
+        let mut out = HashMap::new();
+        for (viewer, users) in by_viewer(keys) {
+            let counts = friend::counts(&*self.0.db, viewer, &users).await?;
+            out.extend(counts.into_iter().map(|(u, n)| ((viewer, u), n)));
         }
         Ok(out)
     }

@@ -28,6 +28,7 @@ mod migrations;
 mod moderation;
 mod moment_jobs;
 mod moments;
+mod people;
 mod purge;
 mod safety;
 mod schema;

@@ -4,7 +4,9 @@ use async_graphql::{Context, Object, Result};
 
 use crate::auth::Bearer;
 use crate::domain::{session, user};
-use crate::graphql::types::{AuthPayload, SignInInput, SignUpInput, User};
+use crate::graphql::types::{
+    AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, parse_id,
+};
 use crate::graphql::{app, member, writer};
 use crate::throttle::Write;
 use crate::throttle::{ClientAddr, PasswordBudget};
@@ -115,6 +117,27 @@ impl UserMutation {
             token: session.token,
             user: User(session.user),
         })
+    }
+
+    /// Changes the viewer's profile; what is left out stays as it is.
+    async fn update_profile(&self, ctx: &Context<'_>, input: UpdateProfileInput) -> Result<User> {
+        let me = writer(ctx, Write::Account).await?;
+        let app = app(ctx)?;
+        let avatar_media_id = match &input.avatar_media_id {
+            Some(id) => Some(
+                parse_id(id).ok_or_else(|| crate::error::AppError::not_found("media not found"))?,
+            ),
+            None => None,
+        };
+        let change = user::ProfileChange {
+            display_name: input.display_name,
+            bio: input.bio,
+            avatar_media_id,
+            remove_avatar: input.remove_avatar,
+        };
+        let profile =
+            user::update_profile(&app.db, &app.media, me, change, app.clock.now()).await?;
+        Ok(User(profile))
     }
 
     /// Deletes the viewer's account and everything it owns, media included.

@@ -5,7 +5,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List};
 use crate::domain::visibility::Who;
-use crate::domain::{friend, user};
+use crate::domain::{friend, search, user};
 use crate::error::AppError;
 use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
 use crate::graphql::{db, loaders, viewer};
@@ -51,6 +51,43 @@ impl UserQuery {
             }
             _ => Err(AppError::bad_input("pass exactly one of id or username").into()),
         }
+    }
+
+    /// People whose username or display name begins with a word of `text` (case- and accent-insensitive; 1 to 50 characters), friends first, then the closest matches; accounts blocked either way and suspended ones left out.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn search_users(
+        &self,
+        ctx: &Context<'_>,
+        text: String,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<String, User>> {
+        let found = search::Search::parse(&text)?;
+        let v = viewer(ctx).id();
+        let list = List(CursorKind::UserSearch, found.owner(v));
+        let q = forward_query(ctx, list, first, after, 20)?;
+        let page = search::page(db(ctx)?, &found, v, &q).await?;
+        user_connection(ctx, list, page).await
+    }
+
+    /// Friend requests the viewer sent that are still pending, newest first.
+    #[graphql(complexity = "list_cost(first, None, 20, child_complexity)")]
+    async fn sent_friend_requests(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: Option<i32>,
+        after: Option<String>,
+    ) -> Result<Connection<String, User>> {
+        let v = viewer(ctx).require()?;
+        let q = forward_query(
+            ctx,
+            List(CursorKind::SentFriendRequest, v),
+            first,
+            after,
+            20,
+        )?;
+        let page = friend::outgoing_page(db(ctx)?, v, &q).await?;
+        user_connection(ctx, List(CursorKind::SentFriendRequest, v), page).await
     }
 
     /// Users who asked the viewer to be friends and wait for an answer.

@@ -21,7 +21,7 @@ pub use moment::{
 };
 pub use safety::{ModerationNotice, Report, ReportInput, ReportReason, ReportSubject};
 pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry};
-pub use user::{AuthPayload, SignInInput, SignUpInput, User, load_user};
+pub use user::{AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, load_user};
 
 use async_graphql::connection::{Connection, Edge};
 use async_graphql::{

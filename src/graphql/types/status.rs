@@ -164,6 +164,11 @@ pub struct StoryTrayEntry {
 
 #[ComplexObject]
 impl StoryTrayEntry {
+    /// Stable for one author in one viewer's tray, for normalised client caches.
+    async fn id(&self, ctx: &Context<'_>) -> ID {
+        tray_entry_id(viewer(ctx).id(), self.author_id)
+    }
+
     /// The author whose statuses this entry stands for.
     async fn author(&self, ctx: &Context<'_>) -> Result<User> {
         load_user(ctx, self.author_id).await
@@ -190,6 +195,12 @@ impl StoryTrayEntry {
             .await?
             .unwrap_or_default())
     }
+}
+
+/// The id of `author`'s entry in `viewer`'s tray (`0` for an anonymous
+/// viewer): both ids, so that entries of two viewers never share one.
+pub fn tray_entry_id(viewer: Option<i64>, author: i64) -> ID {
+    ID(format!("{}:{author}", viewer.unwrap_or(0)))
 }
 
 impl From<status_domain::TrayRow> for StoryTrayEntry {

@@ -5,7 +5,7 @@ use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{
-    DateTime, FriendshipState, Moment, Status, forward_query, id, list_cost, user_connection,
+    DateTime, FriendshipState, Media, Moment, Status, forward_query, id, list_cost, user_connection,
 };
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
 use crate::domain::moment::MomentList;
@@ -95,11 +95,42 @@ impl User {
 
     /// How the viewer stands with this user; NONE without authentication.
     async fn friendship(&self, ctx: &Context<'_>) -> Result<FriendshipState> {
-        let Some(v) = viewer(ctx).id() else {
-            return Ok(FriendshipState::None);
+        Ok(self
+            .standing(ctx)
+            .await?
+            .map_or(DomainFriendship::None, |s| s.state)
+            .into())
+    }
+
+    /// When the friend request between the viewer and this user that waits for an answer was sent (by either); null when there is none.
+    async fn friend_requested_at(&self, ctx: &Context<'_>) -> Result<Option<DateTime>> {
+        Ok(self
+            .standing(ctx)
+            .await?
+            .and_then(|s| s.requested_at)
+            .map(DateTime))
+    }
+
+    /// What the user wrote about themselves; at most 300 characters.
+    async fn bio(&self) -> Option<&str> {
+        self.0.bio.as_deref()
+    }
+
+    /// The user's picture; null until set.
+    async fn avatar(&self, ctx: &Context<'_>) -> Result<Option<Media>> {
+        let Some(media_id) = self.0.avatar_media_id else {
+            return Ok(None);
         };
-        let state = loaders(ctx)?.friendship.load_one((v, self.0.id)).await?;
-        Ok(state.unwrap_or(DomainFriendship::None).into())
+        Ok(loaders(ctx)?.media.load_one(media_id).await?.map(Media))
+    }
+
+    /// How many accepted friends the user has; null where the viewer may not see the user's friends.
+    async fn friend_count(&self, ctx: &Context<'_>) -> Result<Option<i64>> {
+        if !self.friends_visible(ctx).await? {
+            return Ok(None);
+        }
+        let v = viewer(ctx).id().unwrap_or(0);
+        Ok(loaders(ctx)?.friend_counts.load_one((v, self.0.id)).await?)
     }
 
     /// Accepted friends; visible to the user and their friends, an empty connection to others.
@@ -111,20 +142,34 @@ impl User {
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
         let q = forward_query(ctx, List(CursorKind::Friend, self.0.id), first, after, 20)?;
-        let allowed = match viewer(ctx).id() {
-            Some(v) if v == self.0.id => true,
-            Some(v) => {
-                loaders(ctx)?.friendship.load_one((v, self.0.id)).await?
-                    == Some(DomainFriendship::Friends)
-            }
-            None => false,
-        };
-        let page = if allowed {
+        let page = if self.friends_visible(ctx).await? {
             friend::friends_page(db(ctx)?, self.0.id, viewer(ctx).id().unwrap_or(0), &q).await?
         } else {
             Page::empty()
         };
         user_connection(ctx, List(CursorKind::Friend, self.0.id), page).await
+    }
+}
+
+impl User {
+    /// How the viewer stands with this user; `None` without authentication.
+    async fn standing(&self, ctx: &Context<'_>) -> Result<Option<friend::Standing>> {
+        let Some(v) = viewer(ctx).id() else {
+            return Ok(None);
+        };
+        Ok(loaders(ctx)?.friendship.load_one((v, self.0.id)).await?)
+    }
+
+    /// Whether the viewer may see this user's friends: the user themself
+    /// and their friends.
+    async fn friends_visible(&self, ctx: &Context<'_>) -> Result<bool> {
+        Ok(match self.standing(ctx).await? {
+            Some(s) => matches!(
+                s.state,
+                DomainFriendship::Myself | DomainFriendship::Friends
+            ),
+            None => false,
+        })
     }
 }
 
@@ -155,4 +200,18 @@ pub struct SignInInput {
     pub username: String,
     /// The password.
     pub password: String,
+}
+
+/// Changes to the viewer's profile; what is left out stays as it is.
+#[derive(InputObject)]
+pub struct UpdateProfileInput {
+    /// 1 to 50 characters; an empty string clears it. Left out: unchanged.
+    pub display_name: Option<String>,
+    /// At most 300 characters; an empty string clears it. Left out: unchanged.
+    pub bio: Option<String>,
+    /// An image upload of the viewer's, not attached elsewhere. Left out: unchanged.
+    pub avatar_media_id: Option<ID>,
+    /// true removes the avatar (and deletes its media).
+    #[graphql(default = false)]
+    pub remove_avatar: bool,
 }

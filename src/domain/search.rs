@@ -1,0 +1,384 @@
+//! Finding people by name: the words of a user's username and display name,
+//! normalised (transliterated to ASCII by `deunicode`, lower-cased, split on
+//! everything but letters and digits), are kept in `user_words`, one row
+//! per word, so that a prefix is a range of one btree on either database.
+//!
+//! A search matches users with, for every word of its text, a name word
+//! that begins with it. The longest word of the text walks the index (the
+//! other words are checked per candidate), so a page reads the rows of one
+//! range from its cursor on, never the table. Friends come first, then
+//! everyone else; within each, users in the order of their first matching
+//! word (an exact word first, then alphabetically), then by id. Accounts
+//! blocked either way and suspended ones are left out, as everywhere.
+
+use std::collections::BTreeSet;
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
+use sha2::{Digest, Sha256};
+
+use super::page::{Key, Page, PageQuery};
+use super::user::{PROFILE_COLUMNS, Profile};
+use super::visibility::{Who, visible_person};
+use crate::clock::Millis;
+use crate::db::{self, Sql};
+use crate::error::{AppError, AppResult};
+
+/// The longest search text, in characters.
+pub const MAX_TEXT: usize = 50;
+/// The words of a search text that are used (the longest ones).
+pub const MAX_QUERY_WORDS: usize = 4;
+/// Index rows one page reads at most before its filters (blocked, hidden,
+/// the other words of the text): what bounds a search whose words are
+/// common alone and rare together.
+pub const SCAN: u64 = 1000;
+/// A stored word's length at most (longer ones are cut).
+const MAX_WORD: usize = 50;
+/// Phases of a search, the cursor's `ts`: friends, then everyone else.
+const FRIENDS: i64 = 0;
+const OTHERS: i64 = 1;
+
+/// The normalised words of `text`: ASCII letters and digits, lower-cased.
+pub fn normalise(text: &str) -> Vec<String> {
+    deunicode::deunicode(text)
+        .to_ascii_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.chars().take(MAX_WORD).collect())
+        .collect()
+}
+
+/// The distinct words a user is found by.
+pub fn words_of(username: &str, display_name: Option<&str>) -> BTreeSet<String> {
+    let mut words: BTreeSet<String> = normalise(username).into_iter().collect();
+    words.extend(display_name.map(normalise).unwrap_or_default());
+    words
+}
+
+/// The smallest string greater than every string that begins with `p`
+/// (words hold only `0-9a-z`); `None` when there is none (`p` is all `z`).
+fn successor(p: &str) -> Option<String> {
+    let mut chars: Vec<char> = p.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '0'..='8' | 'a'..='y' => char::from_u32(last as u32 + 1),
+            '9' => Some('a'),
+            _ => None,
+        };
+        if let Some(c) = next {
+            chars.push(c);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+/// Writes `user`'s name words, replacing what was there, and marks them
+/// written; in the caller's transaction.
+pub async fn index_user<C: ConnectionTrait>(
+    txn: &C,
+    user: i64,
+    username: &str,
+    display_name: Option<&str>,
+    now: Millis,
+) -> AppResult<()> {
+    db::execute(
+        txn,
+        Sql::new("DELETE FROM user_words WHERE user_id = ").bind(user),
+    )
+    .await?;
+    let words = words_of(username, display_name);
+    if !words.is_empty() {
+        let mut sql = Sql::new("INSERT INTO user_words (word, user_id) VALUES ");
+        for (i, w) in words.into_iter().enumerate() {
+            if i > 0 {
+                sql = sql.push(", ");
+            }
+            sql = sql.push("(").bind(w).push(", ").bind(user).push(")");
+        }
+        db::execute(txn, sql.push(" ON CONFLICT DO NOTHING")).await?;
+    }
+    db::execute(
+        txn,
+        Sql::new("UPDATE users SET words_indexed_at = ")
+            .bind(now)
+            .push(" WHERE id = ")
+            .bind(user),
+    )
+    .await?;
+    Ok(())
+}
+
+#[derive(FromQueryResult)]
+struct Unindexed {
+    id: i64,
+    username: String,
+    display_name: Option<String>,
+}
+
+/// Indexes the accounts whose words were never written (older than the
+/// index, or seeded around the server), a batch per transaction; how many.
+pub async fn backfill(db: &DatabaseConnection, now: Millis) -> AppResult<u64> {
+    let mut done = 0;
+    loop {
+        let batch: Vec<Unindexed> = db::fetch_all(
+            db,
+            Sql::new(
+                "SELECT id, username, display_name FROM users \
+                 WHERE words_indexed_at IS NULL ORDER BY id LIMIT 500",
+            ),
+        )
+        .await?;
+        if batch.is_empty() {
+            return Ok(done);
+        }
+        let txn = db::begin(db).await?;
+        for u in &batch {
+            index_user(&txn, u.id, &u.username, u.display_name.as_deref(), now).await?;
+        }
+        txn.commit().await?;
+        done += batch.len() as u64;
+    }
+}
+
+/// A checked search text: its words, the longest first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Search {
+    words: Vec<String>,
+}
+
+impl Search {
+    /// 1 to [`MAX_TEXT`] characters, else `BAD_USER_INPUT`. A text with no
+    /// letter or digit finds nobody.
+    pub fn parse(text: &str) -> AppResult<Self> {
+        let len = text.chars().count();
+        if len == 0 || len > MAX_TEXT {
+            return Err(AppError::bad_input(format!(
+                "text must be 1 to {MAX_TEXT} characters"
+            )));
+        }
+        let distinct: BTreeSet<String> = normalise(text).into_iter().collect();
+        let mut words: Vec<String> = distinct.into_iter().collect();
+        // The longest word walks the index; a word that begins another
+        // adds nothing the other does not check.
+        words.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        let mut kept: Vec<String> = Vec::new();
+        for w in words {
+            if !kept.iter().any(|k| k.starts_with(&w)) {
+                kept.push(w);
+            }
+        }
+        kept.truncate(MAX_QUERY_WORDS);
+        Ok(Self { words: kept })
+    }
+
+    /// What a cursor of this search is signed for: the viewer and the
+    /// words, so a cursor of another search is refused.
+    pub fn owner(&self, viewer: Option<i64>) -> i64 {
+        let mut h = Sha256::new();
+        h.update(viewer.unwrap_or(0).to_be_bytes());
+        for w in &self.words {
+            h.update(w.as_bytes());
+            h.update([0]);
+        }
+        let digest = h.finalize();
+        let mut eight = [0u8; 8];
+        eight.copy_from_slice(&digest[..8]);
+        i64::from_be_bytes(eight)
+    }
+}
+
+/// `col` begins with `word`: a range of the btree.
+fn begins(col: &str, word: &str) -> Sql {
+    let sql = Sql::new(&format!("{col} >= ")).bind(word.to_owned());
+    match successor(word) {
+        Some(hi) => sql.push(&format!(" AND {col} < ")).bind(hi),
+        None => sql,
+    }
+}
+
+/// The accepted friends of `viewer`, as a subquery of `fid`.
+fn friend_ids(viewer: i64) -> Sql {
+    Sql::new("SELECT high_id AS fid FROM friendships WHERE low_id = ")
+        .bind(viewer)
+        .push(" AND accepted_at IS NOT NULL UNION ALL SELECT low_id AS fid FROM friendships WHERE high_id = ")
+        .bind(viewer)
+        .push(" AND accepted_at IS NOT NULL")
+}
+
+#[derive(FromQueryResult)]
+struct Found {
+    id: i64,
+    username: String,
+    display_name: Option<String>,
+    created_at: i64,
+    bio: Option<String>,
+    avatar_media_id: Option<i64>,
+}
+
+/// One phase's page: `limit` + 1 users at most, after `after` (a user id
+/// of this phase).
+async fn phase<C: ConnectionTrait>(
+    db: &C,
+    search: &Search,
+    viewer: Option<i64>,
+    phase: i64,
+    after: Option<i64>,
+    limit: u64,
+) -> AppResult<Vec<Found>> {
+    let Some(walk) = search.words.first() else {
+        return Ok(Vec::new());
+    };
+    let mut candidates = Sql::new("SELECT w.word, w.user_id FROM ");
+    candidates = match (phase, viewer) {
+        (FRIENDS, Some(v)) => candidates
+            .push("(")
+            .append(friend_ids(v))
+            .push(") f JOIN user_words w ON w.user_id = f.fid WHERE "),
+        _ => candidates.push("user_words w WHERE "),
+    };
+    candidates = candidates.append(begins("w.word", walk));
+    if let Some(after) = after {
+        // The position of `after`: its first word in the range.
+        let at = || {
+            Sql::new("(SELECT COALESCE(MIN(a.word), ")
+                .bind(walk.clone())
+                .push(") FROM user_words a WHERE a.user_id = ")
+                .bind(after)
+                .push(" AND ")
+                .append(begins("a.word", walk))
+                .push(")")
+        };
+        candidates = candidates
+            .push(" AND w.word >= ")
+            .append(at())
+            .push(" AND (w.word > ")
+            .append(at())
+            .push(" OR w.user_id > ")
+            .bind(after)
+            .push(")");
+    }
+    candidates = candidates
+        .push(" ORDER BY w.word, w.user_id LIMIT ")
+        .bind(i64::try_from(SCAN).unwrap_or(i64::MAX));
+    let mut sql = Sql::new(&format!("SELECT {PROFILE_COLUMNS} FROM ("))
+        .append(candidates)
+        .push(
+            ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
+             SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
+        )
+        .append(begins("d.word", walk))
+        .push(" AND d.word < c.word)");
+    for other in &search.words[1..] {
+        sql = sql
+            .push(" AND EXISTS (SELECT 1 FROM user_words o WHERE o.user_id = c.user_id AND ")
+            .append(begins("o.word", other))
+            .push(")");
+    }
+    if let (OTHERS, Some(v)) = (phase, viewer) {
+        sql = sql
+            .push(
+                " AND NOT EXISTS (SELECT 1 FROM friendships f WHERE f.accepted_at IS NOT NULL \
+                 AND ((f.low_id = ",
+            )
+            .bind(v)
+            .push(" AND f.high_id = u.id) OR (f.low_id = u.id AND f.high_id = ")
+            .bind(v)
+            .push(")))");
+    }
+    sql = sql
+        .push(" AND ")
+        .append(visible_person("u.id", Who::User(viewer.unwrap_or(0))))
+        .push(" ORDER BY c.word, c.user_id LIMIT ")
+        .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX));
+    db::fetch_all(db, sql).await
+}
+
+/// A page of the users `search` finds for `viewer`: friends first (for a
+/// signed-in viewer), then everyone else; at most two statements.
+pub async fn page<C: ConnectionTrait>(
+    db: &C,
+    search: &Search,
+    viewer: Option<i64>,
+    q: &PageQuery,
+) -> AppResult<Page<Profile>> {
+    let (mut at, mut after) = match q.after {
+        Some(Key { ts, id }) => (ts.clamp(FRIENDS, OTHERS), Some(id)),
+        None if viewer.is_some() => (FRIENDS, None),
+        None => (OTHERS, None),
+    };
+    let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
+    let mut items = Vec::new();
+    loop {
+        let left = limit - items.len();
+        let rows = phase(db, search, viewer, at, after, left as u64).await?;
+        let more = rows.len() > left;
+        items.extend(rows.into_iter().take(left).map(|r| {
+            (
+                Key { ts: at, id: r.id },
+                Profile {
+                    id: r.id,
+                    username: r.username,
+                    display_name: r.display_name,
+                    created_at: r.created_at,
+                    bio: r.bio,
+                    avatar_media_id: r.avatar_media_id,
+                },
+            )
+        }));
+        if more || at == OTHERS || items.len() == limit {
+            return Ok(Page {
+                has_next: more || (at == FRIENDS && items.len() == limit),
+                has_previous: q.after.is_some(),
+                items,
+            });
+        }
+        at = OTHERS;
+        after = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_ascii_lowercase_and_split() {
+        assert_eq!(
+            words_of("Zoe_Smith9", Some("Zoë Ångström-Łukasz")),
+            ["angstrom", "lukasz", "smith9", "zoe"]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        );
+        assert!(words_of("___", None).is_empty());
+    }
+
+    #[test]
+    fn successors_bound_every_word_with_the_prefix() {
+        assert_eq!(successor("ali").as_deref(), Some("alj"));
+        assert_eq!(successor("az").as_deref(), Some("b"));
+        assert_eq!(successor("a9").as_deref(), Some("aa"));
+        assert_eq!(successor("zz"), None);
+        for w in ["ali", "ali0", "aliz", "alizzz9"] {
+            assert!(("ali".."alj").contains(&w));
+        }
+    }
+
+    #[test]
+    fn search_texts_are_checked_and_reduced() {
+        assert!(Search::parse("").is_err());
+        assert!(Search::parse(&"a".repeat(51)).is_err());
+        assert!(Search::parse(&"é".repeat(50)).is_ok());
+        assert_eq!(Search::parse("!!").unwrap().words, Vec::<String>::new());
+        assert_eq!(
+            Search::parse("Al ALICE sm b c d e").unwrap().words,
+            ["alice", "sm", "b", "c"].map(String::from)
+        );
+        let a = Search::parse("ann").unwrap();
+        assert_ne!(a.owner(Some(1)), a.owner(Some(2)));
+        assert_ne!(
+            a.owner(Some(1)),
+            Search::parse("anna").unwrap().owner(Some(1))
+        );
+    }
+}

@@ -1,0 +1,444 @@
+//! People: profiles (display name, bio, avatar), friend counts, sent
+//! requests, finding each other by name, and tray entries' ids.
+
+use serde_json::{Value, json};
+
+use crate::both_backends;
+use crate::support::{TestApp, TestUser, error_code};
+
+both_backends!(
+    profiles_change_and_refuse_bad_input,
+    avatars_replace_and_remove_their_media,
+    friend_counts_and_sent_requests,
+    search_finds_people_by_their_names,
+    search_leaves_out_the_hidden_and_pages,
+    tray_entries_have_ids,
+);
+
+const UPDATE: &str = "mutation($i: UpdateProfileInput!) { updateProfile(input: $i) { id displayName bio avatar { id url } } }";
+const PROFILE: &str = "query($u: ID!) { user(id: $u) { displayName bio avatar { id } friendCount friendRequestedAt } }";
+const SEARCH: &str = "query($t: String!, $n: Int, $a: String) { searchUsers(text: $t, first: $n, after: $a) { nodes { username } pageInfo { hasNextPage endCursor } } }";
+
+async fn profile(app: &TestApp, viewer: &TestUser, of: &TestUser) -> Value {
+    app.ok(viewer.token(), PROFILE, json!({ "u": of.id })).await["user"].clone()
+}
+
+async fn profiles_change_and_refuse_bad_input(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let data = app
+        .ok(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "displayName": "  Ann Lee ", "bio": "line one\nline two" } }),
+        )
+        .await;
+    assert_eq!(data["updateProfile"]["displayName"], "Ann Lee");
+    assert_eq!(data["updateProfile"]["bio"], "line one\nline two");
+    // Left out: unchanged.
+    let data = app
+        .ok(ann.token(), UPDATE, json!({ "i": { "bio": "new" } }))
+        .await;
+    assert_eq!(data["updateProfile"]["displayName"], "Ann Lee");
+    assert_eq!(data["updateProfile"]["bio"], "new");
+
+    // Each refusal changes nothing.
+    for bad in [
+        json!({ "displayName": "x".repeat(51) }),
+        json!({ "displayName": "two\nlines" }),
+        json!({ "bio": "b".repeat(301) }),
+        json!({ "bio": "bell\u{7}" }),
+        json!({ "displayName": "fine", "bio": "b".repeat(301) }),
+    ] {
+        let resp = app.gql(ann.token(), UPDATE, json!({ "i": bad })).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{bad}: {resp}");
+    }
+    let unchanged = profile(app, &ann, &ann).await;
+    assert_eq!(unchanged["displayName"], "Ann Lee");
+    assert_eq!(unchanged["bio"], "new");
+    // The limits themselves are accepted; empty strings clear.
+    app.ok(
+        ann.token(),
+        UPDATE,
+        json!({ "i": { "displayName": "é".repeat(50), "bio": "b".repeat(300) } }),
+    )
+    .await;
+    let data = app
+        .ok(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "displayName": "", "bio": "" } }),
+        )
+        .await;
+    assert_eq!(data["updateProfile"]["displayName"], Value::Null);
+    assert_eq!(data["updateProfile"]["bio"], Value::Null);
+    // Signed out: nothing to change.
+    let resp = app
+        .gql(None, UPDATE, json!({ "i": { "bio": "anon" } }))
+        .await;
+    assert_eq!(error_code(&resp), "UNAUTHENTICATED");
+    // Wrong shapes.
+    let resp = app
+        .gql(ann.token(), UPDATE, json!({ "i": { "bio": 5 } }))
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+}
+
+async fn avatars_replace_and_remove_their_media(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let bob = app.sign_up("bob").await;
+    let first = app.upload_id(&ann).await;
+    let data = app
+        .ok(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "avatarMediaId": first } }),
+        )
+        .await;
+    assert_eq!(data["updateProfile"]["avatar"]["id"], first);
+    let url = data["updateProfile"]["avatar"]["url"]
+        .as_str()
+        .expect("an avatar url")
+        .to_owned();
+    assert_eq!(app.fetch(&url).await.0, 200);
+    assert_eq!(
+        profile(app, &bob, &ann).await["avatar"]["id"],
+        first,
+        "others see it"
+    );
+    let media = |id: &str| format!("SELECT COUNT(*) AS n FROM media WHERE id = {id}");
+
+    // Refused: someone else's upload, an attached one, an unknown id, both
+    // fields at once; the avatar stays as it was.
+    let bobs = app.upload_id(&bob).await;
+    let resp = app
+        .gql(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "avatarMediaId": bobs } }),
+        )
+        .await;
+    assert!(
+        ["FORBIDDEN", "NOT_FOUND"].contains(&error_code(&resp).as_str()),
+        "{resp}"
+    );
+    let resp = app
+        .gql(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "avatarMediaId": first } }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT", "already attached");
+    for unknown in ["999999999", "nope"] {
+        let resp = app
+            .gql(
+                ann.token(),
+                UPDATE,
+                json!({ "i": { "avatarMediaId": unknown } }),
+            )
+            .await;
+        assert_eq!(error_code(&resp), "NOT_FOUND", "{resp}");
+    }
+    let second = app.upload_id(&ann).await;
+    let resp = app
+        .gql(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "avatarMediaId": second, "removeAvatar": true } }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    assert_eq!(profile(app, &ann, &ann).await["avatar"]["id"], first);
+    assert_eq!(app.count(&media(&first)).await, 1);
+
+    // Replaced: the old media row goes, its blob queued for deletion.
+    let data = app
+        .ok(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "avatarMediaId": second } }),
+        )
+        .await;
+    assert_eq!(data["updateProfile"]["avatar"]["id"], second);
+    assert_eq!(app.count(&media(&first)).await, 0);
+    assert_eq!(app.count(&media(&second)).await, 1);
+    assert!(app.count("SELECT COUNT(*) AS n FROM media_deletions").await >= 1);
+    // Removed.
+    let data = app
+        .ok(
+            ann.token(),
+            UPDATE,
+            json!({ "i": { "removeAvatar": true } }),
+        )
+        .await;
+    assert_eq!(data["updateProfile"]["avatar"], Value::Null);
+    assert_eq!(app.count(&media(&second)).await, 0);
+    // Removing what is not there is fine.
+    app.ok(
+        ann.token(),
+        UPDATE,
+        json!({ "i": { "removeAvatar": true } }),
+    )
+    .await;
+}
+
+async fn friend_counts_and_sent_requests(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let bob = app.sign_up("bob").await;
+    let cat = app.sign_up("cat").await;
+    let dan = app.sign_up("dan").await;
+    app.befriend(&ann, &bob).await;
+    app.befriend(&ann, &cat).await;
+    assert_eq!(profile(app, &ann, &ann).await["friendCount"], 2);
+    assert_eq!(profile(app, &bob, &ann).await["friendCount"], 2);
+    // Not a friend, anonymous: the friends are not theirs to count.
+    assert_eq!(profile(app, &dan, &ann).await["friendCount"], Value::Null);
+    let anon = app.ok(None, PROFILE, json!({ "u": ann.id })).await;
+    assert_eq!(anon["user"]["friendCount"], Value::Null);
+    // A friend the viewer blocked is not counted for them.
+    app.relate(&bob, "blockUser", &cat).await;
+    assert_eq!(profile(app, &bob, &ann).await["friendCount"], 1);
+
+    // Sent requests, newest first, with when they were sent.
+    let send = "mutation($u: ID!) { sendFriendRequest(userId: $u) }";
+    app.ok(dan.token(), send, json!({ "u": ann.id })).await;
+    app.ok(dan.token(), send, json!({ "u": bob.id })).await;
+    let sent = app
+        .ok(
+            dan.token(),
+            "{ sentFriendRequests { nodes { username friendship friendRequestedAt } } }",
+            json!({}),
+        )
+        .await;
+    let nodes = sent["sentFriendRequests"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .clone();
+    assert_eq!(
+        nodes
+            .iter()
+            .map(|n| n["username"].clone())
+            .collect::<Vec<_>>(),
+        [json!("bob"), json!("ann")]
+    );
+    assert!(nodes.iter().all(|n| n["friendship"] == "OUTGOING_REQUEST"));
+    assert!(nodes.iter().all(|n| n["friendRequestedAt"].is_string()));
+    // The other side sees the same time.
+    let theirs = profile(app, &ann, &dan).await;
+    assert_eq!(theirs["friendRequestedAt"], nodes[1]["friendRequestedAt"]);
+    // Answered: gone from the list, and no request time.
+    let accept = "mutation($u: ID!) { acceptFriendRequest(userId: $u) }";
+    app.ok(ann.token(), accept, json!({ "u": dan.id })).await;
+    let sent = app
+        .ok(
+            dan.token(),
+            "{ sentFriendRequests(first: 1) { nodes { username } pageInfo { hasNextPage } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        sent["sentFriendRequests"]["nodes"],
+        json!([{ "username": "bob" }])
+    );
+    assert_eq!(sent["sentFriendRequests"]["pageInfo"]["hasNextPage"], false);
+    assert_eq!(
+        profile(app, &ann, &dan).await["friendRequestedAt"],
+        Value::Null
+    );
+    // A user who blocked the sender is left out of the sender's list.
+    app.relate(&bob, "blockUser", &dan).await;
+    let sent = app
+        .ok(
+            dan.token(),
+            "{ sentFriendRequests { nodes { username } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(sent["sentFriendRequests"]["nodes"], json!([]));
+    // Rejections.
+    let resp = app
+        .gql(None, "{ sentFriendRequests { nodes { id } } }", json!({}))
+        .await;
+    assert_eq!(error_code(&resp), "UNAUTHENTICATED");
+    for args in ["first: -1", "after: \"bogus\""] {
+        let q = format!("{{ sentFriendRequests({args}) {{ nodes {{ id }} }} }}");
+        let resp = app.gql(dan.token(), &q, json!({})).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{args}");
+    }
+}
+
+fn names(data: &Value) -> Vec<String> {
+    data["searchUsers"]["nodes"]
+        .as_array()
+        .expect("nodes")
+        .iter()
+        .map(|n| n["username"].as_str().expect("username").to_owned())
+        .collect()
+}
+
+async fn search(app: &TestApp, viewer: Option<&TestUser>, text: &str) -> Vec<String> {
+    names(
+        &app.ok(
+            viewer.and_then(TestUser::token),
+            SEARCH,
+            json!({ "t": text, "n": 50 }),
+        )
+        .await,
+    )
+}
+
+async fn search_finds_people_by_their_names(app: &TestApp) {
+    let viewer = app.sign_up("viewer").await;
+    let alice = app.sign_up("alice_smith").await;
+    app.ok(
+        alice.token(),
+        UPDATE,
+        json!({ "i": { "displayName": "Zoë Ångström" } }),
+    )
+    .await;
+    let _alicia = app.sign_up("alicia").await;
+    let ali = app.sign_up("ali").await;
+    let _bob = app.sign_up("bob").await;
+    // Username words, display-name words, any case, any accent.
+    assert_eq!(search(app, Some(&viewer), "smi").await, ["alice_smith"]);
+    assert_eq!(search(app, Some(&viewer), "ZOE").await, ["alice_smith"]);
+    assert_eq!(search(app, Some(&viewer), "angstr").await, ["alice_smith"]);
+    assert_eq!(search(app, None, "Ångström").await, ["alice_smith"]);
+    // Every word must begin a word of the user's names.
+    assert_eq!(search(app, Some(&viewer), "ali zo").await, ["alice_smith"]);
+    assert!(search(app, Some(&viewer), "ali bo").await.is_empty());
+    // The exact word first, then the others alphabetically.
+    assert_eq!(
+        search(app, Some(&viewer), "ali").await,
+        ["ali", "alice_smith", "alicia"]
+    );
+    // Friends first.
+    app.befriend(&viewer, &_alicia).await;
+    assert_eq!(
+        search(app, Some(&viewer), "ali").await,
+        ["alicia", "ali", "alice_smith"]
+    );
+    // Anonymous: no friends.
+    assert_eq!(
+        search(app, None, "ali").await,
+        ["ali", "alice_smith", "alicia"]
+    );
+    // A changed display name is found by its new words only.
+    app.ok(
+        ali.token(),
+        UPDATE,
+        json!({ "i": { "displayName": "Quentin" } }),
+    )
+    .await;
+    assert_eq!(search(app, None, "quen").await, ["ali"]);
+    assert!(search(app, None, "zz").await.is_empty());
+    // Nothing to find: no letter or digit.
+    assert!(search(app, None, "!!").await.is_empty());
+    // Rejections: the text's length, the page's arguments.
+    for (text, n) in [
+        (String::new(), json!(5)),
+        ("a".repeat(51), json!(5)),
+        ("ali".into(), json!(-1)),
+    ] {
+        let resp = app.gql(None, SEARCH, json!({ "t": text, "n": n })).await;
+        assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{text:?}");
+    }
+    let resp = app
+        .gql(None, "{ searchUsers { nodes { id } } }", json!({}))
+        .await;
+    assert!(resp["errors"].is_array(), "text is required: {resp}");
+}
+
+async fn search_leaves_out_the_hidden_and_pages(app: &TestApp) {
+    let viewer = app.sign_up("viewer").await;
+    let mut people = Vec::new();
+    for i in 0..7 {
+        people.push(app.sign_up(&format!("sam{i}")).await);
+    }
+    app.befriend(&viewer, &people[5]).await;
+    // Blocked either way, and suspended: not found.
+    app.relate(&viewer, "blockUser", &people[1]).await;
+    app.relate(&people[2], "blockUser", &viewer).await;
+    let moderator = app.sign_up("warden").await;
+    ephemera::domain::moderation::set_moderator(&app.state.db, "warden", true)
+        .await
+        .expect("a moderator");
+    app.ok(
+        moderator.token(),
+        "mutation($u: ID!) { suspendUser(userId: $u, reason: \"spam\") }",
+        json!({ "u": people[3].id }),
+    )
+    .await;
+    assert_eq!(
+        search(app, Some(&viewer), "sam").await,
+        ["sam5", "sam0", "sam4", "sam6"]
+    );
+    // Others still see the ones the viewer blocked, not the suspended one.
+    assert_eq!(
+        search(app, None, "sam").await,
+        ["sam0", "sam1", "sam2", "sam4", "sam5", "sam6"]
+    );
+    // Pages of two: friends, then the others, and nothing twice.
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let data = app
+            .ok(
+                viewer.token(),
+                SEARCH,
+                json!({ "t": "sam", "n": 2, "a": after }),
+            )
+            .await;
+        seen.extend(names(&data));
+        let info = &data["searchUsers"]["pageInfo"];
+        if info["hasNextPage"] != true {
+            break;
+        }
+        after = info["endCursor"].as_str().map(str::to_owned);
+        assert!(seen.len() < 10, "pages never end: {seen:?}");
+    }
+    assert_eq!(seen, ["sam5", "sam0", "sam4", "sam6"]);
+    // A cursor of one search is refused by another, and by another viewer.
+    let data = app
+        .ok(viewer.token(), SEARCH, json!({ "t": "sam", "n": 1 }))
+        .await;
+    let cursor = data["searchUsers"]["pageInfo"]["endCursor"].clone();
+    let resp = app
+        .gql(
+            viewer.token(),
+            SEARCH,
+            json!({ "t": "sa", "n": 1, "a": cursor }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    let resp = app
+        .gql(
+            people[0].token(),
+            SEARCH,
+            json!({ "t": "sam", "n": 1, "a": cursor }),
+        )
+        .await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+}
+
+async fn tray_entries_have_ids(app: &TestApp) {
+    let viewer = app.sign_up("viewer").await;
+    let author = app.sign_up("author").await;
+    app.post_status(&author, "hello").await;
+    let q = "{ storyTray { nodes { id author { id } } } }";
+    let data = app.ok(viewer.token(), q, json!({})).await;
+    assert_eq!(
+        data["storyTray"]["nodes"][0]["id"],
+        format!("{}:{}", viewer.id, author.id)
+    );
+    let again = app.ok(viewer.token(), q, json!({})).await;
+    assert_eq!(
+        again["storyTray"]["nodes"][0]["id"],
+        data["storyTray"]["nodes"][0]["id"]
+    );
+    let anon = app.ok(None, q, json!({})).await;
+    assert_eq!(
+        anon["storyTray"]["nodes"][0]["id"],
+        format!("0:{}", author.id)
+    );
+}
