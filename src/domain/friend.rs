@@ -285,33 +285,6 @@ pub async fn counts<C: ConnectionTrait>(
     Ok(out)
 }
 
-/// A page of the users `viewer` asked to be friends who have not answered,
-/// newest request first.
-pub async fn outgoing_page<C: ConnectionTrait>(
-    db: &C,
-    viewer: i64,
-    q: &PageQuery,
-) -> AppResult<Page<Profile>> {
-    let sql = Sql::new(&format!(
-        "SELECT {PROFILE_COLUMNS}, f.created_at AS k_ts FROM friendships f \
-         JOIN users u ON u.id = CASE WHEN f.low_id = "
-    ))
-    .bind(viewer)
-    .push(" THEN f.high_id ELSE f.low_id END WHERE (f.low_id = ")
-    .bind(viewer)
-    .push(" OR f.high_id = ")
-    .bind(viewer)
-    .push(") AND f.requester_id = ")
-    .bind(viewer)
-    .push(" AND f.accepted_at IS NULL AND ")
-    .append(visibility::visible_person(
-        "u.id",
-        visibility::Who::User(viewer),
-    ))
-    .append(q.bounds("f.created_at", "u.id"));
-    Ok(keyed_page(q, db::fetch_all(db, sql).await?))
-}
-
 /// A page of `user`'s accepted friends whom `viewer` may see, most recent
 /// friendship first.
 pub async fn friends_page<C: ConnectionTrait>(
@@ -345,14 +318,41 @@ pub async fn incoming_page<C: ConnectionTrait>(
     viewer: i64,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
+    pending_page(db, viewer, false, q).await
+}
+
+/// A page of the users `viewer` asked to be friends who have not answered,
+/// newest request first.
+pub async fn outgoing_page<C: ConnectionTrait>(
+    db: &C,
+    viewer: i64,
+    q: &PageQuery,
+) -> AppResult<Page<Profile>> {
+    pending_page(db, viewer, true, q).await
+}
+
+/// A page of the other sides of `viewer`'s requests that wait for an
+/// answer: those the viewer `sent`, or else those they received.
+async fn pending_page<C: ConnectionTrait>(
+    db: &C,
+    viewer: i64,
+    sent: bool,
+    q: &PageQuery,
+) -> AppResult<Page<Profile>> {
     let sql = Sql::new(&format!(
         "SELECT {PROFILE_COLUMNS}, f.created_at AS k_ts FROM friendships f \
-         JOIN users u ON u.id = f.requester_id WHERE (f.low_id = "
+         JOIN users u ON u.id = CASE WHEN f.low_id = "
     ))
+    .bind(viewer)
+    .push(" THEN f.high_id ELSE f.low_id END WHERE (f.low_id = ")
     .bind(viewer)
     .push(" OR f.high_id = ")
     .bind(viewer)
-    .push(") AND f.requester_id <> ")
+    .push(if sent {
+        ") AND f.requester_id = "
+    } else {
+        ") AND f.requester_id <> "
+    })
     .bind(viewer)
     .push(" AND f.accepted_at IS NULL AND ")
     .append(visibility::visible_person(

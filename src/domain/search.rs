@@ -205,16 +205,6 @@ fn friend_ids(viewer: i64) -> Sql {
         .push(" AND accepted_at IS NOT NULL")
 }
 
-#[derive(FromQueryResult)]
-struct Found {
-    id: i64,
-    username: String,
-    display_name: Option<String>,
-    created_at: i64,
-    bio: Option<String>,
-    avatar_media_id: Option<i64>,
-}
-
 /// One phase's page: `limit` + 1 users at most, after `after` (a user id
 /// of this phase).
 async fn phase<C: ConnectionTrait>(
@@ -224,7 +214,7 @@ async fn phase<C: ConnectionTrait>(
     phase: i64,
     after: Option<i64>,
     limit: u64,
-) -> AppResult<Vec<Found>> {
+) -> AppResult<Vec<Profile>> {
     let Some(walk) = search.words.first() else {
         return Ok(Vec::new());
     };
@@ -312,19 +302,11 @@ pub async fn page<C: ConnectionTrait>(
         let left = limit - items.len();
         let rows = phase(db, search, viewer, at, after, left as u64).await?;
         let more = rows.len() > left;
-        items.extend(rows.into_iter().take(left).map(|r| {
-            (
-                Key { ts: at, id: r.id },
-                Profile {
-                    id: r.id,
-                    username: r.username,
-                    display_name: r.display_name,
-                    created_at: r.created_at,
-                    bio: r.bio,
-                    avatar_media_id: r.avatar_media_id,
-                },
-            )
-        }));
+        items.extend(
+            rows.into_iter()
+                .take(left)
+                .map(|p| (Key { ts: at, id: p.id }, p)),
+        );
         if more || at == OTHERS || items.len() == limit {
             return Ok(Page {
                 has_next: more || (at == FRIENDS && items.len() == limit),
