@@ -13,6 +13,8 @@ use super::visibility;
 use crate::clock::Millis;
 use crate::db::{self, Sql};
 use crate::error::{AppError, AppResult};
+use crate::events::Kind;
+use crate::events::log::{self, Change};
 
 /// How a viewer stands with another user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,8 +92,9 @@ pub async fn send_request(
 ) -> AppResult<FriendshipState> {
     check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
+    let txn = db::begin(db).await?;
     let row: Option<PairRow> = db::fetch_one(
-        db,
+        &txn,
         Sql::new(
             "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
              VALUES (",
@@ -105,8 +108,12 @@ pub async fn send_request(
         ),
     )
     .await?;
-    row.map(|r| r.state_for(viewer))
-        .ok_or_else(|| AppError::internal("friend request", "upsert returned no row"))
+    let state = row
+        .map(|r| r.state_for(viewer))
+        .ok_or_else(|| AppError::internal("friend request", "upsert returned no row"))?;
+    announce(&txn, viewer, other, Sides::Both, now).await?;
+    txn.commit().await?;
+    Ok(state)
 }
 
 /// Accepts `other`'s request. Accepting again is harmless; with no request
@@ -119,8 +126,9 @@ pub async fn accept_request(
 ) -> AppResult<FriendshipState> {
     check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
-    db::execute(
-        db,
+    let txn = db::begin(db).await?;
+    let accepted = db::execute(
+        &txn,
         Sql::new("UPDATE friendships SET accepted_at = ")
             .bind(now)
             .push(" WHERE low_id = ")
@@ -132,12 +140,17 @@ pub async fn accept_request(
             .push(" AND accepted_at IS NULL"),
     )
     .await?;
-    match state(db, viewer, other).await? {
-        FriendshipState::Friends => Ok(FriendshipState::Friends),
-        _ => Err(AppError::bad_input(
+    let now_state = state(&txn, viewer, other).await?;
+    if now_state != FriendshipState::Friends {
+        return Err(AppError::bad_input(
             "there is no friend request from this user",
-        )),
+        ));
     }
+    if accepted == 1 {
+        announce(&txn, viewer, other, Sides::Both, now).await?;
+    }
+    txn.commit().await?;
+    Ok(FriendshipState::Friends)
 }
 
 /// Removes a friend, declines their request or cancels the viewer's own.
@@ -145,20 +158,56 @@ pub async fn remove(
     db: &DatabaseConnection,
     viewer: i64,
     other: i64,
+    now: Millis,
 ) -> AppResult<FriendshipState> {
     check_other(db, viewer, other).await?;
     let txn = db::begin(db).await?;
-    end_between(&txn, viewer, other).await?;
+    if end_between(&txn, viewer, other).await? {
+        announce(&txn, viewer, other, Sides::Both, now).await?;
+    }
     txn.commit().await?;
     Ok(FriendshipState::None)
 }
 
+/// Who hears of a change between two users.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sides {
+    Both,
+    /// The viewer alone (what they did must not reach the other: a block
+    /// of someone they had nothing with).
+    ViewerOnly,
+}
+
+/// Tells the subscribers of `viewer` (and, with [`Sides::Both`], of
+/// `other`) that how they stand with each other changed: one
+/// `FriendshipChanged` event per side, in the caller's transaction.
+pub async fn announce<C: ConnectionTrait>(
+    txn: &C,
+    viewer: i64,
+    other: i64,
+    sides: Sides,
+    now: Millis,
+) -> AppResult<()> {
+    let change = |side: i64, about: i64| Change {
+        kind: Kind::FriendshipChanged,
+        subject: about,
+        author: about,
+        audience: String::new(),
+        viewer: Some(side),
+    };
+    let mut changes = vec![change(viewer, other)];
+    if sides == Sides::Both {
+        changes.push(change(other, viewer));
+    }
+    log::record(txn, &changes, now).await
+}
+
 /// Ends whatever stands between two users in the friend graph: the
 /// friendship or a pending request, and each one's place on the other's
-/// close-friends list.
-pub async fn end_between<C: ConnectionTrait>(txn: &C, a: i64, b: i64) -> AppResult<()> {
+/// close-friends list. Whether there was a friendship or request.
+pub async fn end_between<C: ConnectionTrait>(txn: &C, a: i64, b: i64) -> AppResult<bool> {
     let (low, high) = pair(a, b);
-    db::execute(
+    let ended = db::execute(
         txn,
         Sql::new("DELETE FROM friendships WHERE low_id = ")
             .bind(low)
@@ -166,7 +215,8 @@ pub async fn end_between<C: ConnectionTrait>(txn: &C, a: i64, b: i64) -> AppResu
             .bind(high),
     )
     .await?;
-    super::safety::forget_close(txn, a, b).await
+    super::safety::forget_close(txn, a, b).await?;
+    Ok(ended > 0)
 }
 
 /// How `viewer` stands with each of `others` (the friendship loader's query).

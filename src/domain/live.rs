@@ -10,6 +10,7 @@
 //! | moment created, restored | whoever may read it in a list now ([`moment::readable`]) |
 //! | moment deleted (author, moderator, expiry) | whoever its visibility admitted, exclusions applied ([`visibility::visible_moment`]) |
 //! | account deleted | everyone, if it had live public content; else each of its friends (one event each) |
+//! | friendship changed | the one side it names (each side has its own event) |
 //!
 //! A moment an event shows carries, for each viewer, the likes count that
 //! viewer would read in a query (likes of people hidden from them taken off).
@@ -78,7 +79,7 @@ pub async fn admit<C: ConnectionTrait>(
     let everyone: HashMap<i64, bool> = viewers.iter().map(|&v| (v, true)).collect();
     let one_of: HashMap<i64, HashMap<i64, bool>> = events
         .iter()
-        .filter(|e| e.kind == Kind::AuthorGone)
+        .filter(|e| matches!(e.kind, Kind::AuthorGone | Kind::FriendshipChanged))
         .filter_map(|e| e.viewer)
         .filter(|v| asked.contains(v))
         .map(|v| (v, HashMap::from([(v, true)])))
@@ -93,6 +94,7 @@ pub async fn admit<C: ConnectionTrait>(
                 Some(v) => one_of.get(&v),
                 None => Some(&everyone),
             },
+            Kind::FriendshipChanged => e.viewer.and_then(|v| one_of.get(&v)),
             Kind::StatusCreated => created_for.get(&e.subject),
             Kind::StatusSeen => seen_for.get(&e.subject),
             Kind::MomentCreated | Kind::MomentRestored => moments_for.get(&e.subject),

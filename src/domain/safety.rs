@@ -126,7 +126,17 @@ pub async fn add(
         ));
     }
     if list == Relation::Block {
-        super::friend::end_between(&txn, viewer, other).await?;
+        // The blocker hears of it; the blocked side only as the end of a
+        // friendship or request they had (nothing else tells them).
+        let ended = super::friend::end_between(&txn, viewer, other).await?;
+        let sides = if ended {
+            super::friend::Sides::Both
+        } else {
+            super::friend::Sides::ViewerOnly
+        };
+        if added > 0 || ended {
+            super::friend::announce(&txn, viewer, other, sides, now).await?;
+        }
     }
     txn.commit().await?;
     Ok(())
@@ -140,6 +150,7 @@ pub async fn remove(
     viewer: i64,
     other: i64,
     list: Relation,
+    now: Millis,
 ) -> AppResult<()> {
     if viewer == other {
         return Err(AppError::bad_input(format!("you cannot {}", list.verb())));
@@ -147,11 +158,18 @@ pub async fn remove(
     if !knows(db, viewer, other).await? {
         return Err(AppError::not_found("user not found"));
     }
-    db::execute(
-        db,
+    let txn = db::begin(db).await?;
+    let removed = db::execute(
+        &txn,
         Sql::new("DELETE FROM user_relations WHERE ").append(row_of(viewer, other, list)),
     )
     .await?;
+    // An unblock changes how the blocker stands with the user: theirs to
+    // hear (the other side was never told of the block).
+    if list == Relation::Block && removed > 0 {
+        super::friend::announce(&txn, viewer, other, super::friend::Sides::ViewerOnly, now).await?;
+    }
+    txn.commit().await?;
     Ok(())
 }
 

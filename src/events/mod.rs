@@ -65,6 +65,10 @@ pub enum Kind {
     /// the account had live public content, else one per friend
     /// (`viewer`).
     AuthorGone,
+    /// How `viewer` stands with `subject` (a user) changed: a friend
+    /// request sent, accepted or withdrawn, a friendship ended, a block.
+    /// One event per side, each for its `viewer` alone.
+    FriendshipChanged,
 }
 
 impl Kind {
@@ -78,6 +82,7 @@ impl Kind {
             Kind::MomentDeleted => "MOMENT_DELETED",
             Kind::MomentRestored => "MOMENT_RESTORED",
             Kind::AuthorGone => "AUTHOR_GONE",
+            Kind::FriendshipChanged => "FRIENDSHIP_CHANGED",
         }
     }
 
@@ -91,6 +96,7 @@ impl Kind {
             "MOMENT_DELETED" => Kind::MomentDeleted,
             "MOMENT_RESTORED" => Kind::MomentRestored,
             "AUTHOR_GONE" => Kind::AuthorGone,
+            "FRIENDSHIP_CHANGED" => Kind::FriendshipChanged,
             _ => Kind::StatusDeleted,
         }
     }
@@ -115,7 +121,8 @@ pub struct LogEvent {
     /// The status's audience or the moment's visibility when it happened.
     pub audience: String,
     /// With [`Kind::StatusSeen`]: whose seen state changed; with
-    /// [`Kind::AuthorGone`], the one viewer it is for (none: everyone).
+    /// [`Kind::AuthorGone`], the one viewer it is for (none: everyone);
+    /// with [`Kind::FriendshipChanged`], the one viewer it is for.
     pub viewer: Option<i64>,
 }
 

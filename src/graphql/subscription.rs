@@ -11,9 +11,9 @@ use async_graphql::{Context, Result, Subscription};
 use futures_util::{Stream, StreamExt};
 
 use super::types::{
-    AuthorGoneEvent, LiveEvent, Moment, MomentCreatedEvent, MomentDeletedEvent,
-    MomentRestoredEvent, Scope, Status, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
-    id,
+    AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, Moment, MomentCreatedEvent,
+    MomentDeletedEvent, MomentRestoredEvent, Scope, Status, StatusCreatedEvent, StatusDeletedEvent,
+    StatusSeenEvent, id,
 };
 use super::{app, viewer};
 use crate::cursor::{CursorKind, Key, List};
@@ -136,6 +136,10 @@ fn live_event(d: Delivery, app: &AppState) -> Option<LiveEvent> {
             author_id,
         }),
         Kind::AuthorGone => LiveEvent::AuthorGone(AuthorGoneEvent { cursor, author_id }),
+        Kind::FriendshipChanged => LiveEvent::FriendshipChanged(FriendshipChangedEvent {
+            cursor,
+            user_id: d.event.subject,
+        }),
     })
 }
 

@@ -4,6 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
+use crate::live::silent;
+use crate::support::ws::{Protocol, WsClient};
 use crate::support::{TestApp, TestUser, error_code};
 
 both_backends!(
@@ -13,6 +15,7 @@ both_backends!(
     search_finds_people_by_their_names,
     search_leaves_out_the_hidden_and_pages,
     tray_entries_have_ids,
+    friendship_changes_reach_both_sides,
 );
 
 const UPDATE: &str = "mutation($i: UpdateProfileInput!) { updateProfile(input: $i) { id displayName bio avatar { id url } } }";
@@ -440,5 +443,108 @@ async fn tray_entries_have_ids(app: &TestApp) {
     assert_eq!(
         anon["storyTray"]["nodes"][0]["id"],
         format!("0:{}", author.id)
+    );
+}
+
+const FRIEND_EVENTS: &str = "subscription($after: String) { events(after: $after) { __typename cursor \
+    ... on FriendshipChangedEvent { user { username friendship friendRequestedAt } } } }";
+
+async fn listen(app: &TestApp, user: &TestUser, after: Option<&str>) -> WsClient {
+    let init = json!({ "authorization": format!("Bearer {}", user.token) });
+    let (mut ws, ack) = WsClient::connect(&app.ws_url, Protocol::TransportWs, init).await;
+    assert_eq!(ack["type"], "connection_ack");
+    ws.subscribe("e", FRIEND_EVENTS, json!({ "after": after }))
+        .await;
+    ws
+}
+
+/// The next friendship event: (the other user, how the viewer stands with them, its cursor).
+async fn next_change(ws: &mut WsClient) -> (String, String, String) {
+    let p = ws.next_payload().await;
+    let e = &p["data"]["events"];
+    assert_eq!(e["__typename"], "FriendshipChangedEvent", "{p}");
+    let user = &e["user"];
+    let pending = user["friendRequestedAt"].is_string();
+    let state = user["friendship"].as_str().unwrap_or_default();
+    assert_eq!(pending, state.ends_with("_REQUEST"), "{p}");
+    (
+        user["username"].as_str().unwrap_or_default().to_owned(),
+        state.to_owned(),
+        e["cursor"].as_str().unwrap_or_default().to_owned(),
+    )
+}
+
+/// Each change between two users is told to both, as each now stands;
+/// a block to the blocker, and to the blocked side only as the end of what
+/// they had; nobody else hears; resumable like every event.
+async fn friendship_changes_reach_both_sides(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let bob = app.sign_up("bob").await;
+    let cat = app.sign_up("cat").await;
+    let mut a = listen(app, &ann, None).await;
+    let mut b = listen(app, &bob, None).await;
+    let mut c = listen(app, &cat, None).await;
+    app.wait_for_metric("ephemera_subscribers", 3).await;
+    let send = "mutation($u: ID!) { sendFriendRequest(userId: $u) }";
+    let accept = "mutation($u: ID!) { acceptFriendRequest(userId: $u) }";
+    let remove = "mutation($u: ID!) { removeFriend(userId: $u) }";
+    let pair = |x: (String, String, String)| (x.0, x.1);
+    let s = |u: &str, st: &str| (u.to_owned(), st.to_owned());
+
+    app.ok(ann.token(), send, json!({ "u": bob.id })).await;
+    let first = next_change(&mut a).await;
+    let resume_from = first.2.clone();
+    assert_eq!(pair(first), s("bob", "OUTGOING_REQUEST"));
+    assert_eq!(
+        pair(next_change(&mut b).await),
+        s("ann", "INCOMING_REQUEST")
+    );
+    app.ok(bob.token(), accept, json!({ "u": ann.id })).await;
+    assert_eq!(pair(next_change(&mut a).await), s("bob", "FRIENDS"));
+    assert_eq!(pair(next_change(&mut b).await), s("ann", "FRIENDS"));
+    app.ok(ann.token(), remove, json!({ "u": bob.id })).await;
+    assert_eq!(pair(next_change(&mut a).await), s("bob", "NONE"));
+    assert_eq!(pair(next_change(&mut b).await), s("ann", "NONE"));
+    // Friends again, then a block: both hear the friendship end.
+    app.befriend(&ann, &bob).await;
+    for ws in [&mut a, &mut b] {
+        next_change(ws).await;
+        next_change(ws).await;
+    }
+    app.relate(&bob, "blockUser", &ann).await;
+    assert_eq!(pair(next_change(&mut b).await), s("ann", "NONE"));
+    assert_eq!(pair(next_change(&mut a).await), s("bob", "NONE"));
+    // A block of someone one had nothing with: the blocker alone.
+    app.relate(&ann, "blockUser", &cat).await;
+    assert_eq!(pair(next_change(&mut a).await), s("cat", "NONE"));
+    app.relate(&ann, "unblockUser", &cat).await;
+    assert_eq!(pair(next_change(&mut a).await), s("cat", "NONE"));
+    assert!(
+        silent(&mut c, std::time::Duration::from_millis(500)).await,
+        "cat heard of it"
+    );
+    // Refused changes are not announced.
+    let resp = app.gql(cat.token(), accept, json!({ "u": ann.id })).await;
+    assert_eq!(error_code(&resp), "BAD_USER_INPUT");
+    assert!(silent(&mut a, std::time::Duration::from_millis(300)).await);
+
+    // Resumed after the first event: the rest, in order.
+    let mut again = listen(app, &ann, Some(&resume_from)).await;
+    let mut heard = Vec::new();
+    for _ in 0..7 {
+        heard.push(pair(next_change(&mut again).await));
+    }
+    assert_eq!(
+        heard,
+        [
+            s("bob", "NONE"),
+            s("bob", "NONE"),
+            s("bob", "NONE"),
+            s("bob", "NONE"),
+            s("bob", "NONE"),
+            s("cat", "NONE"),
+            s("cat", "NONE"),
+        ],
+        "the events are judged as the viewer stands now"
     );
 }

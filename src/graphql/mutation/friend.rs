@@ -38,6 +38,9 @@ impl FriendMutation {
     async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
         let v = writer(ctx, Write::Social).await?;
         let other = require_id(&user_id, "user")?;
-        Ok(friend::remove(&app(ctx)?.db, v, other).await?.into())
+        let app = app(ctx)?;
+        Ok(friend::remove(&app.db, v, other, app.clock.now())
+            .await?
+            .into())
     }
 }

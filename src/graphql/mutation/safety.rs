@@ -27,7 +27,7 @@ impl SafetyMutation {
             )
             .await?;
         } else {
-            safety::remove(&app.db, v, other, list).await?;
+            safety::remove(&app.db, v, other, list, app.clock.now()).await?;
         }
         Ok(user_id.clone())
     }

@@ -5,9 +5,9 @@
 //! evict (`Status:<statusId>`, `Moment:<momentId>`) and the author, whose
 //! tray entry or profile list a client updates.
 
-use async_graphql::{ID, Interface, SimpleObject};
+use async_graphql::{Context, ID, Interface, Object, Result, SimpleObject};
 
-use super::{Moment, Status};
+use super::{Moment, Status, User, load_user};
 
 /// A change a live tray or feed follows. `cursor` is what `events(after:)` resumes after.
 #[derive(Interface)]
@@ -24,6 +24,27 @@ pub enum LiveEvent {
     MomentDeleted(MomentDeletedEvent),
     MomentRestored(MomentRestoredEvent),
     AuthorGone(AuthorGoneEvent),
+    FriendshipChanged(FriendshipChangedEvent),
+}
+
+/// How the viewer stands with a user changed: a request sent, accepted or withdrawn, a friendship ended, a block either way (the blocked side hears it as the friendship ending).
+pub struct FriendshipChangedEvent {
+    pub cursor: String,
+    /// The other user.
+    pub user_id: i64,
+}
+
+#[Object]
+impl FriendshipChangedEvent {
+    /// Pass it as `after` to resume right after this event.
+    async fn cursor(&self) -> &String {
+        &self.cursor
+    }
+
+    /// The other user, as the viewer now stands with them (`friendship`, `friendRequestedAt`).
+    async fn user(&self, ctx: &Context<'_>) -> Result<User> {
+        load_user(ctx, self.user_id).await
+    }
 }
 
 /// An account whose content the viewer could see was deleted: evict everything of `authorId` (their tray entry, statuses and moments). One event for the whole account, not one per status or moment.

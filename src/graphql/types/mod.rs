@@ -11,8 +11,8 @@ mod status;
 mod user;
 
 pub use live::{
-    AuthorGoneEvent, LiveEvent, MomentCreatedEvent, MomentDeletedEvent, MomentRestoredEvent,
-    StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
+    AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, MomentCreatedEvent, MomentDeletedEvent,
+    MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
 };
 pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
 pub use moment::{
