@@ -111,6 +111,22 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
                 .collect(),
         },
         Query {
+            name: SEARCH_NAME,
+            // One word that begins a few usernames, or two words one of
+            // which every account has.
+            bodies: viewers
+                .clone()
+                .map(|v| {
+                    let text = if v % 2 == 1 {
+                        format!("user{v}")
+                    } else {
+                        format!("User {v}")
+                    };
+                    signed_in(SEARCH, json!({ "t": text }), v)
+                })
+                .collect(),
+        },
+        Query {
             name: "mapMarkers(city, limit: 100)",
             bodies: viewers
                 .map(|v| signed_in(MAP, json!({ "b": bbox }), v))
@@ -123,6 +139,12 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
 pub const TYPENAME: &str = "{ __typename }";
 /// The tray page's name in the tables.
 pub const TRAY_NAME: &str = "storyTray(first: 20)";
+/// The people search's name in the tables.
+pub const SEARCH_NAME: &str = "searchUsers(text, first: 20)";
+
+const SEARCH: &str = "query($t: String!) { searchUsers(text: $t, first: 20) { edges { cursor node { \
+    id username displayName } } pageInfo { hasNextPage endCursor } } }";
+
 /// The per-author page's name in the tables.
 pub const STATUSES_NAME: &str = "statuses(userId, first: 10)";
 

@@ -229,9 +229,17 @@ impl Bench {
         let (with, from) = self.series(1, users);
         let (cte_g, _) = self.dialect().integers("g", "i", 1, users);
         self.insert::<user::Entity>(format!(
-            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL, NULL, NULL, NULL FROM {from}"
+            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL, NULL, NULL, {now} FROM {from}"
         ))
         .await;
+        // Their words in the search index, as the server writes them:
+        // `user<i>` (the username), `user` and `<i>` (the display name).
+        for word in ["'user' || i", "'user'", "CAST(i AS TEXT)"] {
+            self.exec(&format!(
+                "INSERT INTO user_words (word, user_id) {with}SELECT {word}, i FROM {from}"
+            ))
+            .await;
+        }
         // One sign-in session per account, numbered as the account, so
         // that `token(user)` can name it.
         let expires = now + 30 * 24 * HOUR_MS;
