@@ -34,8 +34,8 @@ pub const SCAN: u64 = 1000;
 /// A stored word's length at most (longer ones are cut).
 const MAX_WORD: usize = 50;
 /// Phases of a search, the cursor's `ts`: friends, then everyone else.
-const FRIENDS: i64 = 0;
-const OTHERS: i64 = 1;
+pub const FRIENDS: i64 = 0;
+pub const OTHERS: i64 = 1;
 
 /// The normalised words of `text`: ASCII letters and digits, lower-cased.
 pub fn normalise(text: &str) -> Vec<String> {
@@ -215,9 +215,22 @@ async fn phase<C: ConnectionTrait>(
     after: Option<i64>,
     limit: u64,
 ) -> AppResult<Vec<Profile>> {
-    let Some(walk) = search.words.first() else {
-        return Ok(Vec::new());
-    };
+    match phase_query(search, viewer, phase, after, limit) {
+        Some(sql) => db::fetch_all(db, sql).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The statement of one phase's page ([`PROFILE_COLUMNS`]); `None` when
+/// the search has no word.
+pub fn phase_query(
+    search: &Search,
+    viewer: Option<i64>,
+    phase: i64,
+    after: Option<i64>,
+    limit: u64,
+) -> Option<Sql> {
+    let walk = search.words.first()?;
     let mut candidates = Sql::new("SELECT w.word, w.user_id FROM ");
     candidates = match (phase, viewer) {
         (FRIENDS, Some(v)) => candidates
@@ -258,29 +271,28 @@ async fn phase<C: ConnectionTrait>(
         )
         .append(begins("d.word", walk))
         .push(" AND d.word < c.word)");
+    // Each other word is looked up per candidate, by `(user_id, word)`: a
+    // scalar subquery, which PostgreSQL does not turn into a join that
+    // reads every user with that word (`EXISTS` it does).
     for other in &search.words[1..] {
         sql = sql
-            .push(" AND EXISTS (SELECT 1 FROM user_words o WHERE o.user_id = c.user_id AND ")
+            .push(" AND (SELECT o.user_id FROM user_words o WHERE o.user_id = c.user_id AND ")
             .append(begins("o.word", other))
-            .push(")");
+            .push(" LIMIT 1) IS NOT NULL");
     }
     if let (OTHERS, Some(v)) = (phase, viewer) {
+        // The viewer's friends were the first phase: read once, not per row.
         sql = sql
-            .push(
-                " AND NOT EXISTS (SELECT 1 FROM friendships f WHERE f.accepted_at IS NOT NULL \
-                 AND ((f.low_id = ",
-            )
-            .bind(v)
-            .push(" AND f.high_id = u.id) OR (f.low_id = u.id AND f.high_id = ")
-            .bind(v)
-            .push(")))");
+            .push(" AND u.id NOT IN (")
+            .append(friend_ids(v))
+            .push(")");
     }
     sql = sql
         .push(" AND ")
         .append(visible_person("u.id", Who::User(viewer.unwrap_or(0))))
         .push(" ORDER BY c.word, c.user_id LIMIT ")
         .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX));
-    db::fetch_all(db, sql).await
+    Some(sql)
 }
 
 /// A page of the users `search` finds for `viewer`: friends first (for a

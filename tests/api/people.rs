@@ -16,6 +16,7 @@ both_backends!(
     search_leaves_out_the_hidden_and_pages,
     tray_entries_have_ids,
     friendship_changes_reach_both_sides,
+    search_walks_its_index,
 );
 
 const UPDATE: &str = "mutation($i: UpdateProfileInput!) { updateProfile(input: $i) { id displayName bio avatar { id url } } }";
@@ -547,4 +548,158 @@ async fn friendship_changes_reach_both_sides(app: &TestApp) {
         ],
         "the events are judged as the viewer stands now"
     );
+}
+
+/// With 20,000 accounts whose words share prefixes (and the planner's
+/// statistics gathered), each search statement walks `user_words`' index
+/// and never scans it or `users`: a first page, a later page, two words,
+/// the friends phase; on PostgreSQL with the generic plan a prepared
+/// statement switches to after five runs.
+async fn search_walks_its_index(app: &TestApp) {
+    use ephemera::db::{Dialect, Sql, insert};
+    use ephemera::domain::search::{self, Search};
+    use ephemera::entity::user;
+    use sea_orm::{ConnectionTrait, TransactionTrait};
+    let viewer = app.sign_up("planner").await;
+    let db = &app.state.db;
+    let dialect = Dialect::of(db);
+    let series = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000)";
+    let mut seed = vec![insert::select_into::<user::Entity>(Sql::new(&format!(
+        "{series} SELECT 5000000 + x, 'pl' || x, 'pl' || x, 'Pl ' || x, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g"
+    )))];
+    for word in ["'pl' || x", "'pl'", "CAST(x AS TEXT)"] {
+        seed.push(Sql::new(&format!(
+            "INSERT INTO user_words (word, user_id) {series} SELECT {word}, 5000000 + x FROM g"
+        )));
+    }
+    for sql in seed {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
+    }
+    // Friends with a few of them.
+    for f in [5_000_012_i64, 5_000_120] {
+        db.execute_unprepared(&format!(
+            "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
+             VALUES ({f}, {v}, {v}, 0, 0)",
+            v = viewer.id
+        ))
+        .await
+        .expect("a friend");
+    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
+    let me: i64 = viewer.id.parse().expect("an id");
+    let one = Search::parse("pl12").expect("a search");
+    let two = Search::parse("Pl 7").expect("a search");
+    let statements = [
+        (
+            "first page",
+            search::phase_query(&one, Some(me), search::OTHERS, None, 20),
+        ),
+        (
+            "later page",
+            search::phase_query(&one, Some(me), search::OTHERS, Some(5_000_125), 20),
+        ),
+        (
+            "two words",
+            search::phase_query(&two, Some(me), search::OTHERS, None, 20),
+        ),
+        (
+            "friends",
+            search::phase_query(&one, Some(me), search::FRIENDS, None, 20),
+        ),
+        (
+            "anonymous",
+            search::phase_query(&one, None, search::OTHERS, None, 20),
+        ),
+    ];
+    for (name, sql) in statements {
+        let sql = sql.expect("a statement");
+        let plan = match dialect {
+            Dialect::Sqlite => {
+                let (explain, column) = dialect.explain();
+                let rows = db
+                    .query_all_raw(Sql::new(explain).push(" ").append(sql).build(dialect))
+                    .await
+                    .expect("explain");
+                rows.iter()
+                    .map(|r| r.try_get::<String>("", column).expect("plan text"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+            Dialect::Postgres => {
+                // The plan PostgreSQL caches for the prepared statement.
+                let built = sql.build(dialect);
+                let args: Vec<String> = built
+                    .values
+                    .iter()
+                    .flat_map(|v| v.0.iter())
+                    .map(|v| dialect.value_literal(v))
+                    .collect();
+                let txn = db.begin().await.expect("a transaction");
+                txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
+                    .await
+                    .expect("generic plans");
+                txn.execute_unprepared(&format!("PREPARE searched AS {}", built.sql))
+                    .await
+                    .expect("prepare");
+                let rows = txn
+                    .query_all_raw(sea_orm::Statement::from_string(
+                        sea_orm::DbBackend::Postgres,
+                        format!(
+                            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE searched({})",
+                            args.join(", ")
+                        ),
+                    ))
+                    .await
+                    .expect("explain");
+                txn.execute_unprepared("DEALLOCATE searched")
+                    .await
+                    .expect("deallocate");
+                txn.rollback().await.expect("rollback");
+                rows.iter()
+                    .map(|r| r.try_get::<String>("", "QUERY PLAN").expect("plan text"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }
+        };
+        assert!(
+            plan.contains("user_words"),
+            "{name}: no index of user_words:\n{plan}"
+        );
+        for scan in [
+            "Seq Scan on user_words",
+            "Seq Scan on users",
+            "SCAN w\n",
+            "SCAN u\n",
+            "SCAN d\n",
+            "SCAN o\n",
+        ] {
+            assert!(
+                !format!("{plan}\n").contains(scan),
+                "{name}: {scan}:\n{plan}"
+            );
+        }
+        if dialect == Dialect::Postgres {
+            // Rows read from the index: what one page (and its filters)
+            // needs, not the 20,000 that share the prefix `pl`.
+            let most = plan
+                .lines()
+                .filter(|l| l.contains("Index") && l.contains("user_words"))
+                .filter_map(|l| {
+                    let rows = l.split("actual time=").nth(1)?.split("rows=").nth(1)?;
+                    rows.split_whitespace().next()?.parse::<u64>().ok()
+                })
+                .max()
+                .unwrap_or(0);
+            assert!(most <= 1_000, "{name}: {most} index rows:\n{plan}");
+        }
+    }
+    // And the answers: the friends first, then the rest in word order.
+    let data = app
+        .ok(viewer.token(), SEARCH, json!({ "t": "pl12", "n": 4 }))
+        .await;
+    assert_eq!(names(&data), ["pl12", "pl120", "pl1200", "pl12000"]);
 }
