@@ -27,6 +27,9 @@ use sea_orm::{ConnectionTrait, Database, DatabaseConnection, DbBackend};
 use crate::Opts;
 
 /// The secret the benchmark's servers sign tokens with.
+/// Every seeded account's password.
+pub const BENCH_PASSWORD: &str = "benchmark-password";
+
 pub const SECRET: &str = "benchmark-secret-benchmark-secret-0123456789";
 /// Where the server binary under test is.
 pub const BIN: &str = env!("CARGO_BIN_EXE_ephemera");
@@ -228,8 +231,18 @@ impl Bench {
         let now = self.now;
         let (with, from) = self.series(1, users);
         let (cte_g, _) = self.dialect().integers("g", "i", 1, users);
+        // One real argon2id hash (as the server makes them) for every
+        // account, so that a wrong password costs what it costs.
+        let hash = {
+            use argon2::password_hash::{PasswordHasher, SaltString};
+            let salt = SaltString::generate(&mut rand::rngs::OsRng);
+            argon2::Argon2::default()
+                .hash_password(BENCH_PASSWORD.as_bytes(), &salt)
+                .expect("a password hash")
+                .to_string()
+        };
         self.insert::<user::Entity>(format!(
-            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, 'x', {now}, FALSE, NULL, NULL, NULL, NULL, {now} FROM {from}"
+            "{with}SELECT i, 'user' || i, 'user' || i, 'User ' || i, '{hash}', {now}, FALSE, NULL, NULL, NULL, NULL, {now} FROM {from}"
         ))
         .await;
         // Their words in the search index, as the server writes them:
