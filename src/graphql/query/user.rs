@@ -78,16 +78,7 @@ impl UserQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
-        let v = viewer(ctx).require()?;
-        let q = forward_query(
-            ctx,
-            List(CursorKind::SentFriendRequest, v),
-            first,
-            after,
-            20,
-        )?;
-        let page = friend::outgoing_page(db(ctx)?, v, &q).await?;
-        user_connection(ctx, List(CursorKind::SentFriendRequest, v), page).await
+        pending_requests(ctx, true, first, after).await
     }
 
     /// Users who asked the viewer to be friends and wait for an answer.
@@ -98,9 +89,29 @@ impl UserQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> Result<Connection<String, User>> {
-        let v = viewer(ctx).require()?;
-        let q = forward_query(ctx, List(CursorKind::FriendRequest, v), first, after, 20)?;
-        let page = friend::incoming_page(db(ctx)?, v, &q).await?;
-        user_connection(ctx, List(CursorKind::FriendRequest, v), page).await
+        pending_requests(ctx, false, first, after).await
     }
+}
+
+/// The viewer's friend requests that wait for an answer: those they `sent`,
+/// else those they received; newest first.
+async fn pending_requests(
+    ctx: &Context<'_>,
+    sent: bool,
+    first: Option<i32>,
+    after: Option<String>,
+) -> Result<Connection<String, User>> {
+    let v = viewer(ctx).require()?;
+    let kind = if sent {
+        CursorKind::SentFriendRequest
+    } else {
+        CursorKind::FriendRequest
+    };
+    let q = forward_query(ctx, List(kind, v), first, after, 20)?;
+    let page = if sent {
+        friend::outgoing_page(db(ctx)?, v, &q).await?
+    } else {
+        friend::incoming_page(db(ctx)?, v, &q).await?
+    };
+    user_connection(ctx, List(kind, v), page).await
 }
