@@ -22,9 +22,9 @@ use crate::{graphql, http, jobs};
 /// database, at its clock's time.
 fn decide(state: &AppState) -> Decide {
     let (db, clock) = (state.db.clone(), state.clock.clone());
-    Arc::new(move |events, viewers| {
+    Arc::new(move |events, asked| {
         let (db, now) = (db.clone(), clock.now());
-        Box::pin(async move { live::admit(&db, &events, &viewers, now).await })
+        Box::pin(async move { live::admit(&db, &events, &asked, now).await })
     })
 }
 

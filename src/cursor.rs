@@ -40,6 +40,8 @@ pub enum CursorKind {
     /// A position in a search for people (`ts`: friends or others).
     UserSearch = 17,
     SentFriendRequest = 18,
+    /// The tray part of a change-log event (see `events::Pos`).
+    TrayEvent = 19,
 }
 
 /// One list a cursor belongs to: its kind and whose it is (the author of a

@@ -93,6 +93,8 @@ pub async fn send_request(
     check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
     let txn = db::begin(db).await?;
+    // A request the other had sent makes them friends.
+    let watch = super::tray::Watch::before(&txn, viewer, other, now).await?;
     let row: Option<PairRow> = db::fetch_one(
         &txn,
         Sql::new(
@@ -112,6 +114,7 @@ pub async fn send_request(
         .map(|r| r.state_for(viewer))
         .ok_or_else(|| AppError::internal("friend request", "upsert returned no row"))?;
     announce(&txn, viewer, other, Sides::Both, now).await?;
+    watch.after(&txn).await?;
     txn.commit().await?;
     Ok(state)
 }
@@ -127,6 +130,7 @@ pub async fn accept_request(
     check_other(db, viewer, other).await?;
     let (low, high) = pair(viewer, other);
     let txn = db::begin(db).await?;
+    let watch = super::tray::Watch::before(&txn, viewer, other, now).await?;
     let accepted = db::execute(
         &txn,
         Sql::new("UPDATE friendships SET accepted_at = ")
@@ -148,6 +152,7 @@ pub async fn accept_request(
     }
     if accepted == 1 {
         announce(&txn, viewer, other, Sides::Both, now).await?;
+        watch.after(&txn).await?;
     }
     txn.commit().await?;
     Ok(FriendshipState::Friends)
@@ -162,8 +167,10 @@ pub async fn remove(
 ) -> AppResult<FriendshipState> {
     check_other(db, viewer, other).await?;
     let txn = db::begin(db).await?;
+    let watch = super::tray::Watch::before(&txn, viewer, other, now).await?;
     if end_between(&txn, viewer, other).await? {
         announce(&txn, viewer, other, Sides::Both, now).await?;
+        watch.after(&txn).await?;
     }
     txn.commit().await?;
     Ok(FriendshipState::None)

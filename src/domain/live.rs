@@ -11,6 +11,13 @@
 //! | moment deleted (author, moderator, expiry) | whoever its visibility admitted, exclusions applied ([`visibility::visible_moment`]) |
 //! | account deleted | everyone, if it had live public content; else each of its friends (one event each) |
 //! | friendship changed | the one side it names (each side has its own event) |
+//! | tray changed (a change between two people) | the one side it names, as a tray part alone |
+//!
+//! Whoever hears of a status created, deleted or seen, of an account gone,
+//! or of a tray change, is also told, after the last such event of the page
+//! for that author, the author's entry in their tray as `storyTray` would
+//! read it now (`domain::tray`), or that it is gone: the event's
+//! [`Pos::TRAY`] part.
 //!
 //! A moment an event shows carries, for each viewer, the likes count that
 //! viewer would read in a query (likes of people hidden from them taken off).
@@ -24,25 +31,27 @@ use std::sync::Arc;
 use sea_orm::{ConnectionTrait, FromQueryResult};
 
 use super::visibility::{self, Reach, Who};
-use super::{Scope, moment, status};
+use super::{Scope, moment, status, tray};
 use crate::clock::Millis;
 use crate::db::{self, Sql};
 use crate::entity::{moment as moment_row, status as status_row};
 use crate::error::AppResult;
-use crate::events::{Admitted, Kind, LogEvent};
+use crate::events::{Admitted, Asked, Delivery, Heard, Kind, LogEvent, Pos, TrayChange};
 
 /// Viewers asked about in one statement at most.
 const VIEWER_CHUNK: usize = 1000;
 
 /// Decides, for each of `events`, which of the viewers `asked` (0:
 /// anonymous) hear of it at `now`, and reads the statuses and moments they
-/// show.
+/// show, and the tray entries they change for those told them.
 pub async fn admit<C: ConnectionTrait>(
     db: &C,
     events: &[LogEvent],
-    asked: &HashSet<i64>,
+    asked: &Asked,
     now: Millis,
 ) -> AppResult<Admitted> {
+    let trays_for = &asked.trays;
+    let asked = &*asked.viewers;
     let viewers: Vec<i64> = asked.iter().copied().collect();
     let every = vec![true; events.len()];
     let created = subjects(events, &every, &[Kind::StatusCreated]);
@@ -79,7 +88,12 @@ pub async fn admit<C: ConnectionTrait>(
     let everyone: HashMap<i64, bool> = viewers.iter().map(|&v| (v, true)).collect();
     let one_of: HashMap<i64, HashMap<i64, bool>> = events
         .iter()
-        .filter(|e| matches!(e.kind, Kind::AuthorGone | Kind::FriendshipChanged))
+        .filter(|e| {
+            matches!(
+                e.kind,
+                Kind::AuthorGone | Kind::FriendshipChanged | Kind::TrayChanged
+            )
+        })
         .filter_map(|e| e.viewer)
         .filter(|v| asked.contains(v))
         .map(|v| (v, HashMap::from([(v, true)])))
@@ -88,13 +102,17 @@ pub async fn admit<C: ConnectionTrait>(
     let mut admitted = Admitted::default();
     let empty = HashMap::new();
     let mut heard = vec![false; events.len()];
+    // Per (viewer, author) whose tray entry an event changes: the last such
+    // event of the page, whether it removes the entry for certain, and
+    // whether the author is theirs (for an entry gone).
+    let mut touched: HashMap<(i64, i64), Touch> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         let verdicts = match e.kind {
             Kind::AuthorGone => match e.viewer {
                 Some(v) => one_of.get(&v),
                 None => Some(&everyone),
             },
-            Kind::FriendshipChanged => e.viewer.and_then(|v| one_of.get(&v)),
+            Kind::FriendshipChanged | Kind::TrayChanged => e.viewer.and_then(|v| one_of.get(&v)),
             Kind::StatusCreated => created_for.get(&e.subject),
             Kind::StatusSeen => seen_for.get(&e.subject),
             Kind::MomentCreated | Kind::MomentRestored => moments_for.get(&e.subject),
@@ -108,13 +126,24 @@ pub async fn admit<C: ConnectionTrait>(
                 continue;
             }
             heard[i] = true;
-            admitted
-                .by_viewer
-                .entry(viewer)
-                .or_default()
-                .push((i, in_friends));
+            if e.kind != Kind::TrayChanged {
+                admitted.by_viewer.entry(viewer).or_default().push(Heard {
+                    index: i,
+                    part: Pos::EVENT,
+                    in_friends,
+                });
+            }
+            if changes_tray(e.kind) && trays_for.contains(&viewer) {
+                let touch = Touch {
+                    index: i,
+                    gone: e.kind == Kind::AuthorGone,
+                    in_friends,
+                };
+                touched.insert((viewer, e.author), touch);
+            }
         }
     }
+    tell_trays(db, &mut admitted, touched, now).await?;
     for events in admitted.by_viewer.values_mut() {
         events.sort_unstable();
     }
@@ -152,8 +181,11 @@ pub async fn admit<C: ConnectionTrait>(
             .by_viewer
             .iter()
             .filter(|(_, mine)| {
-                mine.iter().any(|&(i, _)| {
-                    matches!(events[i].kind, Kind::MomentCreated | Kind::MomentRestored)
+                mine.iter().any(|h| {
+                    matches!(
+                        events[h.index].kind,
+                        Kind::MomentCreated | Kind::MomentRestored
+                    )
                 })
             })
             .map(|(&v, _)| v)
@@ -161,6 +193,78 @@ pub async fn admit<C: ConnectionTrait>(
         admitted.hidden_likes = hidden_likes(db, &liked, &hearers).await?;
     }
     Ok(admitted)
+}
+
+/// The last event of a page that changes one viewer's tray entry of one
+/// author.
+#[derive(Clone, Copy, Debug)]
+struct Touch {
+    index: usize,
+    /// The author's account is gone: no entry, nothing to read.
+    gone: bool,
+    /// Whether the author is the viewer or a friend, for an entry gone.
+    in_friends: bool,
+}
+
+/// Whether an event of `kind` changes the tray entry of its author for
+/// those who hear of it.
+fn changes_tray(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::StatusCreated
+            | Kind::StatusDeleted
+            | Kind::StatusSeen
+            | Kind::AuthorGone
+            | Kind::TrayChanged
+    )
+}
+
+/// Adds to `admitted` the tray part of each `touched` entry: the entry as
+/// `storyTray` reads it now ([`tray::entries`], for all the pairs at once),
+/// or its removal; after the last event of the page that touched it.
+async fn tell_trays<C: ConnectionTrait>(
+    db: &C,
+    admitted: &mut Admitted,
+    touched: HashMap<(i64, i64), Touch>,
+    now: Millis,
+) -> AppResult<()> {
+    let read: Vec<(i64, i64)> = touched
+        .iter()
+        .filter(|(_, t)| !t.gone)
+        .map(|(&pair, _)| pair)
+        .collect();
+    let entries = tray::entries(db, &read, now).await?;
+    for ((viewer, author), touch) in touched {
+        let (change, in_friends) = match entries.get(&(viewer, author)) {
+            Some(seen) => (TrayChange::Changed(seen.entry), seen.in_friends),
+            None => (TrayChange::Removed { author }, touch.in_friends),
+        };
+        admitted.trays.insert((viewer, touch.index), change);
+        admitted.by_viewer.entry(viewer).or_default().push(Heard {
+            index: touch.index,
+            part: Pos::TRAY,
+            in_friends,
+        });
+    }
+    Ok(())
+}
+
+/// What a subscriber of `scope` is told of a delivery: it, nothing (what
+/// the scope leaves out), or, for the entry of someone who is no longer the
+/// viewer's friend, the entry's removal from a `FRIENDS` tray.
+pub fn for_scope(scope: Scope, mut d: Delivery) -> Option<Delivery> {
+    if in_scope(scope, d.in_friends) {
+        return Some(d);
+    }
+    match d.tray {
+        Some(TrayChange::Changed(entry)) if d.event.kind == Kind::TrayChanged => {
+            d.tray = Some(TrayChange::Removed {
+                author: entry.author,
+            });
+            Some(d)
+        }
+        _ => None,
+    }
 }
 
 #[derive(Debug, FromQueryResult)]

@@ -18,6 +18,7 @@ pub mod safety;
 pub mod search;
 pub mod session;
 pub mod status;
+pub mod tray;
 pub mod user;
 pub mod visibility;
 

@@ -88,6 +88,7 @@ pub async fn add(
     let txn = db::begin(db).await?;
     // The count below stays true until the insert.
     user::lock_for_write(&txn, viewer).await?;
+    let watch = super::tray::Watch::before(&txn, viewer, other, now).await?;
     if !has(&txn, viewer, other, list).await? && count(&txn, viewer, list).await? >= i64::from(max)
     {
         return Err(AppError::bad_input(format!(
@@ -138,6 +139,7 @@ pub async fn add(
             super::friend::announce(&txn, viewer, other, sides, now).await?;
         }
     }
+    watch.after(&txn).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -159,6 +161,7 @@ pub async fn remove(
         return Err(AppError::not_found("user not found"));
     }
     let txn = db::begin(db).await?;
+    let watch = super::tray::Watch::before(&txn, viewer, other, now).await?;
     let removed = db::execute(
         &txn,
         Sql::new("DELETE FROM user_relations WHERE ").append(row_of(viewer, other, list)),
@@ -169,6 +172,7 @@ pub async fn remove(
     if list == Relation::Block && removed > 0 {
         super::friend::announce(&txn, viewer, other, super::friend::Sides::ViewerOnly, now).await?;
     }
+    watch.after(&txn).await?;
     txn.commit().await?;
     Ok(())
 }

@@ -27,8 +27,22 @@ pub struct Change {
     pub author: i64,
     /// The status's audience or the moment's visibility.
     pub audience: String,
-    /// For [`Kind::StatusSeen`]: who saw it.
+    /// For [`Kind::StatusSeen`]: who saw it; for the kinds that are one
+    /// viewer's alone, that viewer.
     pub viewer: Option<i64>,
+}
+
+impl Change {
+    /// Its place in its transaction: the subject, unique there for every
+    /// kind but [`Kind::TrayChanged`], whose subject is an author that a
+    /// `FriendshipChanged` of the same transaction may name too; it takes
+    /// the negated viewer instead.
+    fn seq(&self) -> i64 {
+        match (self.kind, self.viewer) {
+            (Kind::TrayChanged, Some(viewer)) => -viewer,
+            _ => self.subject,
+        }
+    }
 }
 
 const COLUMNS: &str = "(tx, seq, kind, subject_id, author_id, audience, viewer_id, created_at)";
@@ -42,7 +56,7 @@ pub async fn record<C: ConnectionTrait>(txn: &C, changes: &[Change], now: Millis
     let tx = Dialect::of(txn).event_tx();
     let rows = changes.iter().map(|c| {
         Sql::new(&format!("({tx}, "))
-            .bind(c.subject)
+            .bind(c.seq())
             .push(", ")
             .bind(c.kind.as_str())
             .push(", ")
@@ -114,6 +128,7 @@ fn to_event(row: event::Model) -> LogEvent {
         pos: Pos {
             tx: row.tx,
             seq: row.seq,
+            part: Pos::EVENT,
         },
         kind: Kind::from_stored(&row.kind),
         subject: row.subject_id,
@@ -123,16 +138,18 @@ fn to_event(row: event::Model) -> LogEvent {
     }
 }
 
-/// Up to `limit` final events after `after`, in order.
+/// Up to `limit` final events after `after`, in order: from the event
+/// `after` is a part of, unless it is past all of it ([`Pos::ALL`]).
 pub async fn read_after<C: ConnectionTrait>(
     db: &C,
     after: Pos,
     limit: u32,
 ) -> AppResult<Vec<LogEvent>> {
     let horizon = Dialect::of(db).event_horizon();
+    let from = if after.part == Pos::ALL { ">" } else { ">=" };
     let rows: Vec<event::Model> = db::fetch_all(
         db,
-        Sql::new("SELECT * FROM events WHERE (tx, seq) > (")
+        Sql::new(&format!("SELECT * FROM events WHERE (tx, seq) {from} ("))
             .list([after.tx, after.seq])
             .push(&format!(") AND tx < {horizon} ORDER BY tx, seq LIMIT "))
             .bind(i64::from(limit)),
@@ -159,10 +176,7 @@ pub async fn end<C: ConnectionTrait>(db: &C) -> AppResult<Pos> {
     )
     .await?;
     match last {
-        Some(r) => Ok(Pos {
-            tx: r.tx,
-            seq: r.seq,
-        }),
+        Some(r) => Ok(Pos::after_all(r.tx, r.seq)),
         None => pruned(db).await,
     }
 }
@@ -175,10 +189,7 @@ pub async fn pruned<C: ConnectionTrait>(db: &C) -> AppResult<Pos> {
         Sql::new("SELECT pruned_tx AS tx, pruned_seq AS seq FROM event_log WHERE id = 1"),
     )
     .await?;
-    Ok(row.map_or_else(Pos::default, |r| Pos {
-        tx: r.tx,
-        seq: r.seq,
-    }))
+    Ok(row.map_or_else(Pos::default, |r| Pos::after_all(r.tx, r.seq)))
 }
 
 /// Deletes the final events written before `before`, at most `batch` per

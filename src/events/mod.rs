@@ -41,11 +41,39 @@ use crate::error::{AppError, AppResult};
 /// short disconnection (one page) does not wait at all.
 pub const CATCH_UP_PACE: Duration = Duration::from_millis(100);
 
-/// A position in the change log: events are ordered by `(tx, seq)`.
+/// A position in the change log: events are ordered by `(tx, seq)`, and
+/// what one event gives a subscriber (the event itself, then the tray entry
+/// it changed) by `part`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
     pub tx: i64,
     pub seq: i64,
+    pub part: u8,
+}
+
+impl Pos {
+    /// The event itself.
+    pub const EVENT: u8 = 0;
+    /// The tray entry it changed (after the event).
+    pub const TRAY: u8 = 1;
+    /// The last part: at it, a subscriber has had all an event gives it
+    /// (a cursor there resumes after the event; the reader's position and
+    /// the pruning mark are there).
+    pub const ALL: u8 = Self::TRAY;
+
+    /// After everything of the event at `(tx, seq)`.
+    pub fn after_all(tx: i64, seq: i64) -> Self {
+        Self {
+            tx,
+            seq,
+            part: Self::ALL,
+        }
+    }
+
+    /// The same event's position of `part`.
+    pub fn with_part(self, part: u8) -> Self {
+        Self { part, ..self }
+    }
 }
 
 /// What happened.
@@ -69,6 +97,11 @@ pub enum Kind {
     /// request sent, accepted or withdrawn, a friendship ended, a block.
     /// One event per side, each for its `viewer` alone.
     FriendshipChanged,
+    /// Which of `author`'s live statuses `viewer` may see changed without
+    /// a status changing (a friendship, a block, a list): that viewer's
+    /// tray entry of the author is to be told again. Its `seq` is the
+    /// negated viewer id (unique in its transaction).
+    TrayChanged,
 }
 
 impl Kind {
@@ -83,6 +116,7 @@ impl Kind {
             Kind::MomentRestored => "MOMENT_RESTORED",
             Kind::AuthorGone => "AUTHOR_GONE",
             Kind::FriendshipChanged => "FRIENDSHIP_CHANGED",
+            Kind::TrayChanged => "TRAY_CHANGED",
         }
     }
 
@@ -97,6 +131,7 @@ impl Kind {
             "MOMENT_RESTORED" => Kind::MomentRestored,
             "AUTHOR_GONE" => Kind::AuthorGone,
             "FRIENDSHIP_CHANGED" => Kind::FriendshipChanged,
+            "TRAY_CHANGED" => Kind::TrayChanged,
             _ => Kind::StatusDeleted,
         }
     }
@@ -122,18 +157,52 @@ pub struct LogEvent {
     pub audience: String,
     /// With [`Kind::StatusSeen`]: whose seen state changed; with
     /// [`Kind::AuthorGone`], the one viewer it is for (none: everyone);
-    /// with [`Kind::FriendshipChanged`], the one viewer it is for.
+    /// with [`Kind::FriendshipChanged`] and [`Kind::TrayChanged`], the one
+    /// viewer it is for.
     pub viewer: Option<i64>,
+}
+
+/// One author's entry in one viewer's story tray, as the tray query would
+/// give it now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrayEntry {
+    pub author: i64,
+    pub latest_created_at: i64,
+    /// Live statuses the viewer may see, and how many of them they have not
+    /// seen.
+    pub live: i64,
+    pub unseen: i64,
+}
+
+/// What became of one author's entry in a viewer's tray.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrayChange {
+    /// It is (now) in the tray, as this.
+    Changed(TrayEntry),
+    /// It is not in the tray (any more).
+    Removed { author: i64 },
+}
+
+/// That a viewer hears of (part of) one event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Heard {
+    /// The event's index in its page.
+    pub index: usize,
+    /// [`Pos::EVENT`] or [`Pos::TRAY`].
+    pub part: u8,
+    /// Whether the author is the viewer or a friend (what a `FRIENDS`
+    /// scope keeps).
+    pub in_friends: bool,
 }
 
 /// What the domain decided about some events for some viewers (0:
 /// anonymous).
 #[derive(Debug, Default)]
 pub struct Admitted {
-    /// Per viewer who hears of something: the events (their index, in
-    /// order) they hear of, each with whether the author is the viewer or a
-    /// friend (what a `FRIENDS` scope keeps).
-    pub by_viewer: HashMap<i64, Vec<(usize, bool)>>,
+    /// Per viewer who hears of something: what they hear of, in order.
+    pub by_viewer: HashMap<i64, Vec<Heard>>,
+    /// Per (viewer, event index): the tray entry a [`Pos::TRAY`] part tells.
+    pub trays: HashMap<(i64, usize), TrayChange>,
     /// The statuses and moments the events show, read once for everyone.
     pub statuses: HashMap<i64, Arc<status::Model>>,
     pub moments: HashMap<i64, Arc<moment::Model>>,
@@ -143,13 +212,20 @@ pub struct Admitted {
     pub hidden_likes: HashMap<(i64, i64), i32>,
 }
 
+/// The viewers events are decided for (0: anonymous).
+#[derive(Clone, Debug, Default)]
+pub struct Asked {
+    pub viewers: Arc<HashSet<i64>>,
+    /// Those of them with a subscription that is told tray entries
+    /// (`events`; `statusCreated` is not): the tray parts are read for
+    /// these alone.
+    pub trays: Arc<HashSet<i64>>,
+}
+
 /// Decides whom events are for among viewers: the domain's rules, given to
 /// the bus by the wiring (this layer sits below the domain).
 pub type Decide = Arc<
-    dyn Fn(
-            Vec<LogEvent>,
-            Arc<HashSet<i64>>,
-        ) -> Pin<Box<dyn Future<Output = AppResult<Admitted>> + Send>>
+    dyn Fn(Vec<LogEvent>, Asked) -> Pin<Box<dyn Future<Output = AppResult<Admitted>> + Send>>
         + Send
         + Sync,
 >;
@@ -162,6 +238,8 @@ pub struct Delivery {
     pub in_friends: bool,
     pub status: Option<Arc<status::Model>>,
     pub moment: Option<Arc<moment::Model>>,
+    /// For a [`Pos::TRAY`] part: the viewer's tray entry of the author.
+    pub tray: Option<TrayChange>,
 }
 
 impl Admitted {
@@ -171,8 +249,19 @@ impl Admitted {
             .get(&viewer)
             .map(|mine| {
                 mine.iter()
-                    .filter_map(|&(i, in_friends)| {
-                        let event = events.get(i)?.clone();
+                    .filter_map(|heard| {
+                        let i = heard.index;
+                        let mut event = events.get(i)?.clone();
+                        event.pos.part = heard.part;
+                        if heard.part == Pos::TRAY {
+                            return Some(Delivery {
+                                in_friends: heard.in_friends,
+                                status: None,
+                                moment: None,
+                                tray: Some(*self.trays.get(&(viewer, i))?),
+                                event,
+                            });
+                        }
                         let moment = self.moments.get(&event.subject).map(|m| {
                             match self.hidden_likes.get(&(m.id, viewer)) {
                                 Some(&hidden) => Arc::new(moment::Model {
@@ -183,9 +272,10 @@ impl Admitted {
                             }
                         });
                         Some(Delivery {
-                            in_friends,
+                            in_friends: heard.in_friends,
                             status: self.statuses.get(&event.subject).cloned(),
                             moment,
+                            tray: None,
                             event,
                         })
                     })
@@ -229,6 +319,8 @@ struct Sub {
     /// Also its place in registration order.
     id: u64,
     tx: mpsc::Sender<Handed>,
+    /// Whether it is told tray entries.
+    trays: bool,
     /// Set when something could not be handed to it (its channel was full):
     /// it reads the log again from where it is.
     behind: Arc<AtomicBool>,
@@ -239,15 +331,15 @@ struct Sub {
 struct Registry {
     next: u64,
     by_viewer: HashMap<i64, Vec<Sub>>,
-    /// The set of viewers, made once after each change.
-    viewers: Option<Arc<HashSet<i64>>>,
+    /// The viewers, made once after each change.
+    viewers: Option<Asked>,
 }
 
 /// The viewers subscribed at one moment, and the last subscription
 /// registered by then.
 #[derive(Clone, Debug, Default)]
 struct Snapshot {
-    viewers: Arc<HashSet<i64>>,
+    asked: Asked,
     upto: u64,
 }
 
@@ -267,8 +359,8 @@ impl Drop for Subscribed {
             subs.retain(|s| s.id != self.id);
             if subs.is_empty() {
                 r.by_viewer.remove(&self.viewer);
-                r.viewers = None;
             }
+            r.viewers = None;
         }
     }
 }
@@ -375,7 +467,7 @@ impl EventBus {
 
     /// The viewers subscribed now (0: anonymous).
     pub fn viewers(&self) -> Arc<HashSet<i64>> {
-        self.snapshot().viewers
+        self.snapshot().asked.viewers
     }
 
     fn snapshot(&self) -> Snapshot {
@@ -383,10 +475,20 @@ impl EventBus {
             return Snapshot::default();
         };
         if r.viewers.is_none() {
-            r.viewers = Some(Arc::new(r.by_viewer.keys().copied().collect()));
+            let viewers = r.by_viewer.keys().copied().collect();
+            let trays = r
+                .by_viewer
+                .iter()
+                .filter(|(_, subs)| subs.iter().any(|s| s.trays))
+                .map(|(&v, _)| v)
+                .collect();
+            r.viewers = Some(Asked {
+                viewers: Arc::new(viewers),
+                trays: Arc::new(trays),
+            });
         }
         Snapshot {
-            viewers: r.viewers.clone().unwrap_or_default(),
+            asked: r.viewers.clone().unwrap_or_default(),
             upto: r.next,
         }
     }
@@ -397,7 +499,11 @@ impl EventBus {
         *self.published.borrow()
     }
 
-    fn register(&self, viewer: i64) -> (Subscribed, mpsc::Receiver<Handed>, Arc<AtomicBool>) {
+    fn register(
+        &self,
+        viewer: i64,
+        trays: bool,
+    ) -> (Subscribed, mpsc::Receiver<Handed>, Arc<AtomicBool>) {
         let (tx, rx) = mpsc::channel(self.capacity);
         let behind = Arc::new(AtomicBool::new(false));
         let mut id = 0;
@@ -407,13 +513,11 @@ impl EventBus {
             let sub = Sub {
                 id,
                 tx,
+                trays,
                 behind: behind.clone(),
             };
-            let subs = r.by_viewer.entry(viewer).or_default();
-            subs.push(sub);
-            if subs.len() == 1 {
-                r.viewers = None;
-            }
+            r.by_viewer.entry(viewer).or_default().push(sub);
+            r.viewers = None;
         }
         let subscribed = Subscribed {
             registry: self.registry.clone(),
@@ -508,15 +612,15 @@ impl EventBus {
         };
         *last = Some(after);
         let events = log::read_after(db, after, page).await?;
-        let Some(end) = events.last().map(|e| e.pos) else {
+        let Some(end) = events.last().map(|e| Pos::after_all(e.pos.tx, e.pos.seq)) else {
             if self.published().is_none() {
                 self.published.send_replace(Some(after));
             }
             return Ok(0);
         };
-        let Snapshot { viewers, upto } = self.snapshot();
+        let Snapshot { asked, upto } = self.snapshot();
         match self.decide.get() {
-            Some(decide) if !viewers.is_empty() => match decide(events.clone(), viewers).await {
+            Some(decide) if !asked.viewers.is_empty() => match decide(events.clone(), asked).await {
                 Ok(admitted) => self.hand_out(&admitted, &events, upto),
                 Err(e) => {
                     e.log();
@@ -537,6 +641,7 @@ impl EventBus {
     /// then what the reader hands out. Falling behind costs a read from the
     /// table, never an event. Ends with `CURSOR_EXPIRED` if events it still
     /// had to deliver were pruned, or with the error of a failed read.
+    /// With `trays`, it is told the tray parts too.
     pub fn follow(
         &self,
         db: DatabaseConnection,
@@ -544,8 +649,9 @@ impl EventBus {
         client: &str,
         after: Option<Pos>,
         page: u32,
+        trays: bool,
     ) -> impl Stream<Item = AppResult<Delivery>> + Send + use<> {
-        let (subscribed, mut handed, behind) = self.register(viewer);
+        let (subscribed, mut handed, behind) = self.register(viewer, trays);
         let own_turn = self.turn_of(client);
         // Read after registering: every page the reader hands out from here
         // on either includes this subscription or marks it behind.
@@ -568,7 +674,10 @@ impl EventBus {
                 yield Err(AppError::internal("following the change log", "no rules to decide with"));
                 return;
             };
-            let alone = Arc::new(HashSet::from([viewer]));
+            let alone = Asked {
+                viewers: Arc::new(HashSet::from([viewer])),
+                trays: Arc::new(if trays { HashSet::from([viewer]) } else { HashSet::new() }),
+            };
             // From a cursor: what is in the log after it first. Without one,
             // the reader hands out what comes (or marks it behind, if it
             // decided a page without it).
@@ -586,7 +695,7 @@ impl EventBus {
                             return;
                         }
                     };
-                    let Some(end) = events.last().map(|e| e.pos) else {
+                    let Some(end) = events.last().map(|e| Pos::after_all(e.pos.tx, e.pos.seq)) else {
                         catching_up = false;
                         break;
                     };
@@ -598,8 +707,11 @@ impl EventBus {
                         }
                     };
                     drop(turn);
+                    // The first event may be the one `last` is a part of.
                     for d in admitted.deliveries(viewer, &events) {
-                        yield Ok(d);
+                        if d.event.pos > last {
+                            yield Ok(d);
+                        }
                     }
                     last = end;
                     catching_up = more;
@@ -652,6 +764,7 @@ mod tests {
             pos: Pos {
                 tx: subject,
                 seq: subject,
+                part: Pos::EVENT,
             },
             kind: Kind::StatusCreated,
             subject,
@@ -664,9 +777,9 @@ mod tests {
     #[test]
     fn subscriptions_register_and_leave() {
         let bus = EventBus::new(4);
-        let a = bus.register(5);
-        let b = bus.register(5);
-        let c = bus.register(0);
+        let a = bus.register(5, true);
+        let b = bus.register(5, true);
+        let c = bus.register(0, false);
         let mut v: Vec<i64> = bus.viewers().iter().copied().collect();
         v.sort_unstable();
         assert_eq!(v, vec![0, 5]);
@@ -686,11 +799,25 @@ mod tests {
     #[test]
     fn each_subscription_is_handed_only_its_own_and_a_full_one_is_marked_behind() {
         let bus = EventBus::new(1);
-        let (_a, mut to_a, a_behind) = bus.register(5);
-        let (_b, mut to_b, _) = bus.register(6);
+        let (_a, mut to_a, a_behind) = bus.register(5, true);
+        let (_b, mut to_b, _) = bus.register(6, true);
         let events = vec![event(1), event(2)];
         let admitted = Admitted {
-            by_viewer: HashMap::from([(5, vec![(0, true), (1, false)])]),
+            by_viewer: HashMap::from([(
+                5,
+                vec![
+                    Heard {
+                        index: 0,
+                        part: Pos::EVENT,
+                        in_friends: true,
+                    },
+                    Heard {
+                        index: 1,
+                        part: Pos::EVENT,
+                        in_friends: false,
+                    },
+                ],
+            )]),
             ..Admitted::default()
         };
         let upto = bus.snapshot().upto;
@@ -710,7 +837,7 @@ mod tests {
         bus.hand_out(&admitted, &events, upto);
         assert!(a_behind.load(Ordering::Relaxed), "the channel was full");
         // One that subscribed after the viewers were taken is marked behind.
-        let (_c, mut to_c, c_behind) = bus.register(5);
+        let (_c, mut to_c, c_behind) = bus.register(5, true);
         bus.hand_out(&Admitted::default(), &events, upto);
         assert!(c_behind.load(Ordering::Relaxed));
         assert!(to_c.try_recv().is_ok(), "woken to catch up");
@@ -718,9 +845,16 @@ mod tests {
 
     #[test]
     fn positions_order_by_transaction_then_sequence() {
-        let p = |tx, seq| Pos { tx, seq };
+        let p = |tx, seq| Pos {
+            tx,
+            seq,
+            part: Pos::EVENT,
+        };
         assert!(p(1, 9) < p(2, 1));
         assert!(p(2, 1) < p(2, 3));
+        assert!(p(2, 3) < p(2, 3).with_part(Pos::TRAY));
+        assert_eq!(p(2, 3).with_part(Pos::TRAY), Pos::after_all(2, 3));
+        assert!(Pos::after_all(2, 3) < p(2, 4));
         for k in [
             Kind::StatusCreated,
             Kind::StatusDeleted,
@@ -728,6 +862,9 @@ mod tests {
             Kind::MomentCreated,
             Kind::MomentDeleted,
             Kind::MomentRestored,
+            Kind::AuthorGone,
+            Kind::FriendshipChanged,
+            Kind::TrayChanged,
         ] {
             assert_eq!(Kind::from_stored(k.as_str()), k);
         }

@@ -13,13 +13,14 @@ use futures_util::{Stream, StreamExt};
 use super::types::{
     AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, Moment, MomentCreatedEvent,
     MomentDeletedEvent, MomentRestoredEvent, Scope, Status, StatusCreatedEvent, StatusDeletedEvent,
-    StatusSeenEvent, id,
+    StatusSeenEvent, StoryTrayEntry, StoryTrayEntryChangedEvent, StoryTrayEntryRemovedEvent, id,
+    tray_entry_id,
 };
 use super::{app, viewer};
 use crate::cursor::{CursorKind, Key, List};
 use crate::domain::{Scope as DomainScope, live};
 use crate::error::{AppError, AppResult};
-use crate::events::{Delivery, Kind, Pos, log};
+use crate::events::{Delivery, Kind, Pos, TrayChange, log};
 use crate::state::AppState;
 use crate::throttle::ClientAddr;
 
@@ -35,7 +36,7 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
     ) -> Result<impl Stream<Item = Status> + use<>> {
-        let heard = hear(ctx, scope, None)?;
+        let heard = hear(ctx, scope, None, false)?;
         Ok(heard.filter_map(|heard| async move {
             match heard {
                 Ok(Delivery {
@@ -63,11 +64,7 @@ impl SubscriptionRoot {
         let app = app(ctx)?.clone();
         let after = match after {
             Some(cursor) => {
-                let key = app.cursors.decode(List(CursorKind::Event, 0), &cursor)?;
-                let pos = Pos {
-                    tx: key.ts,
-                    seq: key.id,
-                };
+                let pos = decode_event_cursor(&app, &cursor)?;
                 if log::pruned(&app.log_db).await? > pos {
                     return Err(AppError::cursor_expired().into());
                 }
@@ -86,9 +83,10 @@ impl SubscriptionRoot {
             }
             None => None,
         };
-        let heard = hear(ctx, scope, after)?;
+        let heard = hear(ctx, scope, after, true)?;
+        let viewer = viewer(ctx).id().unwrap_or(0);
         Ok(heard.filter_map(move |heard| {
-            let event = heard.map(|d| live_event(d, &app));
+            let event = heard.map(|d| live_event(d, &app, viewer));
             async move {
                 match event {
                     Ok(event) => event.map(Ok),
@@ -101,11 +99,25 @@ impl SubscriptionRoot {
 
 /// An event as the `events` subscription sends it (`None` when what it
 /// shows was gone by the time it was read).
-fn live_event(d: Delivery, app: &AppState) -> Option<LiveEvent> {
-    let Pos { tx, seq } = d.event.pos;
-    let cursor = app
-        .cursors
-        .encode(List(CursorKind::Event, 0), Key { ts: tx, id: seq });
+fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
+    let cursor = event_cursor(app, d.event.pos);
+    if let Some(change) = d.tray {
+        return Some(match change {
+            TrayChange::Changed(entry) => {
+                LiveEvent::StoryTrayEntryChanged(StoryTrayEntryChangedEvent {
+                    cursor,
+                    entry: StoryTrayEntry::from(entry),
+                })
+            }
+            TrayChange::Removed { author } => {
+                LiveEvent::StoryTrayEntryRemoved(StoryTrayEntryRemovedEvent {
+                    cursor,
+                    entry_id: tray_entry_id(Some(viewer).filter(|&v| v != 0), author),
+                    author_id: id(author),
+                })
+            }
+        });
+    }
     let subject = id(d.event.subject);
     let author_id = id(d.event.author);
     Some(match d.event.kind {
@@ -140,6 +152,8 @@ fn live_event(d: Delivery, app: &AppState) -> Option<LiveEvent> {
             cursor,
             user_id: d.event.subject,
         }),
+        // Told by its tray part alone (above).
+        Kind::TrayChanged => return None,
     })
 }
 
@@ -149,6 +163,7 @@ fn hear(
     ctx: &Context<'_>,
     scope: Option<Scope>,
     after: Option<Pos>,
+    trays: bool,
 ) -> Result<impl Stream<Item = AppResult<Delivery>> + use<>> {
     let app = app(ctx)?;
     let scope = DomainScope::from(scope);
@@ -167,11 +182,46 @@ fn hear(
         &client,
         after,
         app.config.ws.event_page,
+        trays,
     );
-    Ok(deliveries.filter(move |d| {
-        let keep = d
-            .as_ref()
-            .map_or(true, |d| live::in_scope(scope, d.in_friends));
-        async move { keep }
+    Ok(deliveries.filter_map(move |d| {
+        let kept = match d {
+            Ok(d) => live::for_scope(scope, d).map(Ok),
+            Err(e) => Some(Err(e)),
+        };
+        async move { kept }
     }))
+}
+
+/// The cursor of one part of a change-log event: a list of its own for the
+/// tray part, so that both parts of one event resume apart.
+fn event_cursor(app: &AppState, pos: Pos) -> String {
+    let kind = if pos.part == Pos::TRAY {
+        CursorKind::TrayEvent
+    } else {
+        CursorKind::Event
+    };
+    app.cursors.encode(
+        List(kind, 0),
+        Key {
+            ts: pos.tx,
+            id: pos.seq,
+        },
+    )
+}
+
+/// The position an event cursor names ([`event_cursor`]).
+fn decode_event_cursor(app: &AppState, cursor: &str) -> AppResult<Pos> {
+    let (key, part) = match app.cursors.decode(List(CursorKind::Event, 0), cursor) {
+        Ok(key) => (key, Pos::EVENT),
+        Err(e) => match app.cursors.decode(List(CursorKind::TrayEvent, 0), cursor) {
+            Ok(key) => (key, Pos::TRAY),
+            Err(_) => return Err(e),
+        },
+    };
+    Ok(Pos {
+        tx: key.ts,
+        seq: key.id,
+        part,
+    })
 }

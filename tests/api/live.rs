@@ -260,17 +260,19 @@ async fn a_client_resumes_after_its_cursor(app: &TestApp) {
 async fn old_and_bad_cursors_are_refused(app: &TestApp) {
     let author = app.sign_up("pruned").await;
     let mut ws = subscribe(&app.ws_url, None, json!({})).await;
+    ws.hear_trays();
     app.wait_for_metric("ephemera_subscribers", 1).await;
-    app.post_status(&author, "old news").await;
-    let old = ws.next_payload().await["data"]["events"]["cursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    app.post_status(&author, "older news").await;
-    let newer = ws.next_payload().await["data"]["events"]["cursor"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    // Each status: its event, then the tray entry it changed.
+    let mut cursors = Vec::new();
+    for caption in ["old news", "older news"] {
+        app.post_status(&author, caption).await;
+        for kind in ["StatusCreatedEvent", "StoryTrayEntryChangedEvent"] {
+            let p = ws.next_payload().await;
+            assert_eq!(p["data"]["events"]["__typename"], kind, "{p}");
+            cursors.push(p["data"]["events"]["cursor"].as_str().unwrap().to_owned());
+        }
+    }
+    let (old, newer) = (cursors[1].clone(), cursors[3].clone());
     drop(ws);
 
     // Kept for the retention (24 hours by default): a day later it is pruned.
@@ -387,7 +389,7 @@ async fn a_subscriber_that_falls_behind_catches_up(app: &TestApp) {
     let mut slow = Box::pin(
         app.state
             .events
-            .follow(app.state.log_db.clone(), 0, "test", None, 3),
+            .follow(app.state.log_db.clone(), 0, "test", None, 3, true),
     );
     let mut posted = Vec::new();
     for i in 0..20 {
@@ -403,7 +405,10 @@ async fn a_subscriber_that_falls_behind_catches_up(app: &TestApp) {
             .expect("the slow subscriber hears more")
             .expect("the stream goes on")
             .expect("no error");
-        heard.push(delivery.event.subject);
+        // Each status's tray part follows it.
+        if delivery.tray.is_none() {
+            heard.push(delivery.event.subject);
+        }
     }
     assert_eq!(heard, posted);
 }

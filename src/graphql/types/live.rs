@@ -7,7 +7,7 @@
 
 use async_graphql::{Context, ID, Interface, Object, Result, SimpleObject};
 
-use super::{Moment, Status, User, load_user};
+use super::{Moment, Status, StoryTrayEntry, User, load_user};
 
 /// A change a live tray or feed follows. `cursor` is what `events(after:)` resumes after.
 #[derive(Interface)]
@@ -25,6 +25,28 @@ pub enum LiveEvent {
     MomentRestored(MomentRestoredEvent),
     AuthorGone(AuthorGoneEvent),
     FriendshipChanged(FriendshipChangedEvent),
+    StoryTrayEntryChanged(StoryTrayEntryChangedEvent),
+    StoryTrayEntryRemoved(StoryTrayEntryRemovedEvent),
+}
+
+/// An entry of the viewer's tray appeared or changed: a new status the viewer may see, one gone, a seen mark.
+#[derive(SimpleObject)]
+pub struct StoryTrayEntryChangedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The entry as `storyTray` returns it now (merge it by `id`; its place is by `latestCreatedAt`).
+    pub entry: StoryTrayEntry,
+}
+
+/// An author left the viewer's tray: no live status the viewer may see remains.
+#[derive(SimpleObject)]
+pub struct StoryTrayEntryRemovedEvent {
+    /// Pass it as `after` to resume right after this event.
+    pub cursor: String,
+    /// The entry to evict (`StoryTrayEntry:<entryId>`).
+    pub entry_id: ID,
+    /// Its author.
+    pub author_id: ID,
 }
 
 /// How the viewer stands with a user changed: a request sent, accepted or withdrawn, a friendship ended, a block either way (the blocked side hears it as the friendship ending).

@@ -12,7 +12,7 @@ mod user;
 
 pub use live::{
     AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, MomentCreatedEvent, MomentDeletedEvent,
-    MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
+    MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent, StoryTrayEntryChangedEvent, StoryTrayEntryRemovedEvent,
 };
 pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
 pub use moment::{
@@ -20,7 +20,7 @@ pub use moment::{
     MomentPin, Visibility, moments_of,
 };
 pub use safety::{ModerationNotice, Report, ReportInput, ReportReason, ReportSubject};
-pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry};
+pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry, tray_entry_id};
 pub use user::{AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, load_user};
 
 use async_graphql::connection::{Connection, Edge};

@@ -160,6 +160,10 @@ pub struct StoryTrayEntry {
     pub author_id: i64,
     /// When the author's newest live status was posted.
     pub latest_created_at: DateTime,
+    /// Its counts when they were read with it (an event's entry), else
+    /// read through the loader.
+    #[graphql(skip)]
+    pub counts: Option<status_domain::TrayCounts>,
 }
 
 #[ComplexObject]
@@ -188,6 +192,9 @@ impl StoryTrayEntry {
 
 impl StoryTrayEntry {
     async fn counts(&self, ctx: &Context<'_>) -> Result<status_domain::TrayCounts> {
+        if let Some(counts) = self.counts {
+            return Ok(counts);
+        }
         let key = (viewer(ctx).id(), self.author_id);
         Ok(loaders(ctx)?
             .tray_counts
@@ -208,6 +215,20 @@ impl From<status_domain::TrayRow> for StoryTrayEntry {
         Self {
             author_id: row.author_id,
             latest_created_at: DateTime(row.latest_created_at),
+            counts: None,
+        }
+    }
+}
+
+impl From<crate::events::TrayEntry> for StoryTrayEntry {
+    fn from(e: crate::events::TrayEntry) -> Self {
+        Self {
+            author_id: e.author,
+            latest_created_at: DateTime(e.latest_created_at),
+            counts: Some(status_domain::TrayCounts {
+                live: e.live,
+                unseen: e.unseen,
+            }),
         }
     }
 }
