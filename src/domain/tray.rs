@@ -9,9 +9,11 @@
 //! of them sees of the other. [`Watch`] counts, in the change's own
 //! transaction, the live statuses each side may see of the other before and
 //! after it, and logs a [`Kind::TrayChanged`] event for a side only where
-//! the count moved: someone blocked, hidden from or taken off a close-friends
-//! list hears nothing unless their tray really changed, which a refetch
-//! would show them anyway.
+//! the count moved (or where the two became or ceased to be friends, which
+//! moves an entry in or out of a `FRIENDS` tray, and both sides are told of
+//! anyway): someone blocked, hidden from or taken off a close-friends list
+//! hears nothing unless their tray really changed, which a refetch would
+//! show them anyway.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -250,6 +252,10 @@ pub struct Watch {
     /// (viewer, author) and how many of the author's live statuses the
     /// viewer may see in lists.
     pairs: Vec<((i64, i64), i64)>,
+    /// Whether the two were friends: an author becoming or ceasing to be a
+    /// friend enters or leaves the viewer's `FRIENDS` tray with the same
+    /// statuses.
+    friends: bool,
     now: Millis,
 }
 
@@ -263,15 +269,23 @@ impl Watch {
         for pair in [(a, b), (b, a)] {
             pairs.push((pair, readable_count(txn, pair, now).await?));
         }
-        Ok(Self { pairs, now })
+        let friends = are_friends(txn, a, b).await?;
+        Ok(Self {
+            pairs,
+            friends,
+            now,
+        })
     }
 
     /// Counts again, in the same transaction after the change, and logs a
     /// tray change for each side whose count moved.
     pub async fn after<C: ConnectionTrait>(self, txn: &C) -> AppResult<()> {
         let mut changes = Vec::new();
+        let (a, b) = self.pairs[0].0;
+        let befriended = are_friends(txn, a, b).await? != self.friends;
         for (pair, before) in self.pairs {
-            if readable_count(txn, pair, self.now).await? != before {
+            let after = readable_count(txn, pair, self.now).await?;
+            if after != before || (befriended && after.max(before) > 0) {
                 let (viewer, author) = pair;
                 changes.push(Change {
                     kind: Kind::TrayChanged,
@@ -289,6 +303,11 @@ impl Watch {
 #[derive(Debug, FromQueryResult)]
 struct Count {
     n: i64,
+}
+
+/// Whether `a` and `b` are accepted friends.
+async fn are_friends<C: ConnectionTrait>(db: &C, a: i64, b: i64) -> AppResult<bool> {
+    Ok(super::friend::state(db, a, b).await? == super::friend::FriendshipState::Friends)
 }
 
 /// How many of `author`'s live statuses `viewer` may see in lists.

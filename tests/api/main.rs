@@ -21,6 +21,7 @@ mod layers;
 mod likes;
 mod limits;
 mod live;
+mod live_tray;
 mod map;
 mod media;
 mod media_store;
