@@ -15,6 +15,11 @@
 //!   what attaching subscribers costs the write path; then for posts every
 //!   one of them receives (PUBLIC), where the work is the deliveries
 //!   (reported per second).
+//! - The live tray: N signed-in subscribers of `events` (seeded accounts
+//!   1..=N, each told its tray entries), posting throughput against the
+//!   same posts with none attached (measured right before): FRIENDS posts
+//!   (each reaches the poster's 50 friends' trays), then PUBLIC ones (every
+//!   subscriber's tray), with the tray events they were told per second.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -56,7 +61,23 @@ pub struct EventsResult {
     pub posts_with: f64,
     /// `createStatus` per second when every subscriber receives every post.
     pub posts_to_all: f64,
+    /// The live tray: signed-in `events` subscribers.
+    pub tray: TrayResult,
     pub errors: u64,
+}
+
+/// The live tray's cost to posting.
+#[derive(Clone, Debug, Default)]
+pub struct TrayResult {
+    pub subscribers: usize,
+    /// FRIENDS `createStatus` per second with none attached, then with them.
+    pub friends_without: f64,
+    pub friends_with: f64,
+    /// Tray events told per second during the FRIENDS run.
+    pub friends_tray_events: f64,
+    /// PUBLIC `createStatus` per second with them, and tray events per second.
+    pub public_with: f64,
+    pub public_tray_events: f64,
 }
 
 /// Runs every step on `bench`'s database.
@@ -167,17 +188,127 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
     let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
     result.posts_with = poster.closed_loop(opts, "FRIENDS").await;
     result.posts_to_all = poster.closed_loop(opts, "PUBLIC").await;
-    result.errors = errors.load(Ordering::Relaxed);
-    eprintln!("  {result:?}");
-
     for t in tasks {
         t.abort();
     }
     drain.abort();
+    result.tray = tray(bench, opts, &servers, &poster, n).await;
+    result.errors = errors.load(Ordering::Relaxed);
+    eprintln!("  {result:?}");
+
     for s in servers {
         s.stop().await;
     }
     result
+}
+
+/// The live tray's step: `n` signed-in `events` subscribers (at most the
+/// seeded accounts), spread over the instances.
+async fn tray(
+    bench: &Bench,
+    opts: &Opts,
+    servers: &[Server],
+    poster: &Poster<'_>,
+    n: usize,
+) -> TrayResult {
+    let open = || async {
+        let mut open = 0;
+        for s in servers {
+            open += s.metric("ephemera_subscribers").await as usize;
+        }
+        open
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open().await > 0 {
+        assert!(Instant::now() < deadline, "the anonymous subscribers did not leave");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
+    let mut result = TrayResult {
+        subscribers: n,
+        friends_without: poster.closed_loop(opts, "FRIENDS").await,
+        ..TrayResult::default()
+    };
+    let told = Arc::new(AtomicU64::new(0));
+    let subscribed = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(Semaphore::new(CONNECTING));
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let permit = gate.clone().acquire_owned().await.expect("gate");
+        let url = format!("ws://{}/graphql", servers[i % servers.len()].addr);
+        let token = bench.token(i as i64 + 1);
+        let (told, subscribed) = (told.clone(), subscribed.clone());
+        tasks.push(tokio::spawn(async move {
+            tray_subscriber(&url, &token, told, subscribed, permit).await;
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while subscribed.load(Ordering::SeqCst) < n || open().await < n {
+        assert!(Instant::now() < deadline, "tray subscribers did not all connect");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rate = |before: u64, started: Instant| {
+        (told.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
+    };
+    let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
+    result.friends_with = poster.closed_loop(opts, "FRIENDS").await;
+    result.friends_tray_events = rate(before, started);
+    let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
+    result.public_with = poster.closed_loop(opts, "PUBLIC").await;
+    result.public_tray_events = rate(before, started);
+    for t in tasks {
+        t.abort();
+    }
+    result
+}
+
+/// One signed-in subscriber of `events` that selects what a live tray
+/// needs; counts the tray events it is told.
+async fn tray_subscriber(
+    url: &str,
+    token: &str,
+    told: Arc<AtomicU64>,
+    subscribed: Arc<AtomicUsize>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    const TRAY: &str = "subscription { events { __typename cursor \
+        ... on StatusCreatedEvent { status { id } } \
+        ... on StoryTrayEntryChangedEvent { entry { id latestCreatedAt storyCount hasUnseen } } \
+        ... on StoryTrayEntryRemovedEvent { entryId } } }";
+    let mut request = url.into_client_request().expect("ws request");
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("websocket connect (raise `ulimit -n`?)");
+    let send = |v: Value| Message::Text(v.to_string().into());
+    let init = json!({ "type": "connection_init", "payload": { "authorization": format!("Bearer {token}") } });
+    socket.send(send(init)).await.expect("connection_init");
+    while let Some(Ok(msg)) = socket.next().await {
+        if let Message::Text(t) = msg
+            && serde_json::from_str::<Value>(&t).is_ok_and(|v| v["type"] == "connection_ack")
+        {
+            break;
+        }
+    }
+    socket
+        .send(send(json!({ "id": "1", "type": "subscribe", "payload": { "query": TRAY } })))
+        .await
+        .expect("subscribe");
+    subscribed.fetch_add(1, Ordering::SeqCst);
+    drop(permit);
+    while let Some(Ok(msg)) = socket.next().await {
+        let Message::Text(t) = msg else { continue };
+        if t.contains("StoryTrayEntry") {
+            told.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }
 
 /// The change log's statements per second per instance while `during` runs

@@ -318,6 +318,27 @@ impl Report {
                 e.posts_to_all * e.subscribers as f64,
             );
         }
+        out.push_str(
+            "\n### The live tray: signed-in `events` subscribers, each told its tray entries\n\n\
+             Posts by 16 accounts with 50 friends each; \"without\" is measured right before the subscribers attach.\n\n\
+             | db | instances | subscribers | FRIENDS createStatus/s without | with them | with / without | tray events told/s | PUBLIC createStatus/s with them (every tray) | tray events told/s |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for (db, e) in &self.events {
+            let t = &e.tray;
+            let _ = writeln!(
+                out,
+                "| {db} | {} | {} | {:.0} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} |",
+                e.instances,
+                t.subscribers,
+                t.friends_without,
+                t.friends_with,
+                t.friends_with / t.friends_without.max(f64::MIN_POSITIVE),
+                t.friends_tray_events,
+                t.public_with,
+                t.public_tray_events,
+            );
+        }
 
         out.push_str(
             "\n### Purge of expired statuses, each with a media row\n\n\
@@ -480,7 +501,9 @@ impl Report {
                 e.posts_without > 0.0
                     && e.posts_with > 0.0
                     && e.posts_to_all > 0.0
-                    && e.rate_reached > 0.0,
+                    && e.rate_reached > 0.0
+                    && e.tray.friends_with > 0.0
+                    && e.tray.public_tray_events > 0.0,
                 "{db}: {e:?}"
             );
         }
