@@ -390,21 +390,53 @@ async fn readers<C: ConnectionTrait>(
         .push(") AND ")
         .append(rule(Who::User(0)))
     };
+    let audience = match shown {
+        Shown::Status => format!("{alias}.audience"),
+        Shown::Moment => format!("{alias}.visibility"),
+    };
+    // The candidates first, then the rule: anyone for public content; for
+    // the rest only its author and their friends can be readers (a close
+    // friend is a friend), found through the friendships' indexes instead
+    // of asking about every viewer subscribed.
     let signed_in = |chunk: &[i64]| {
-        Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
-            .append(visibility::scope(
-                Scope::Friends,
-                &author,
-                Who::Column("w.id"),
-            ))
-            .push(&format!(
-                " AS in_friends FROM users w JOIN {table} {alias} ON {alias}.id IN ("
-            ))
-            .list(ids.iter().copied())
-            .push(") WHERE w.id IN (")
-            .list(chunk.iter().copied())
-            .push(") AND ")
-            .append(rule(Who::Column("w.id")))
+        let arm = |from: &str, public: bool| {
+            Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
+                .append(visibility::scope(
+                    Scope::Friends,
+                    &author,
+                    Who::Column("w.id"),
+                ))
+                .push(&format!(" AS in_friends FROM {table} {alias} {from} WHERE {alias}.id IN ("))
+                .list(ids.iter().copied())
+                .push(&format!(
+                    ") AND {audience} {} 'PUBLIC' AND w.id IN (",
+                    if public { "=" } else { "<>" }
+                ))
+                .list(chunk.iter().copied())
+                .push(") AND ")
+                .append(rule(Who::Column("w.id")))
+        };
+        Sql::join(
+            [
+                arm("CROSS JOIN users w", true),
+                arm(&format!("JOIN users w ON w.id = {author}"), false),
+                arm(
+                    &format!(
+                        "JOIN friendships f ON f.low_id = {author} AND f.accepted_at IS NOT NULL \
+                         JOIN users w ON w.id = f.high_id"
+                    ),
+                    false,
+                ),
+                arm(
+                    &format!(
+                        "JOIN friendships f ON f.high_id = {author} AND f.accepted_at IS NOT NULL \
+                         JOIN users w ON w.id = f.low_id"
+                    ),
+                    false,
+                ),
+            ],
+            " UNION ALL ",
+        )
     };
     let rows: Vec<ReaderRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
     for r in rows {

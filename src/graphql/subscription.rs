@@ -53,7 +53,7 @@ impl SubscriptionRoot {
         }))
     }
 
-    /// Everything a live story tray and feed need, from whichever instance took it, in order and once each: statuses created, deleted or purged; the viewer's own seen marks (so devices agree); moments created, deleted or expired, restored. The same visibility rules as every query. Each event has a `cursor`: pass the last one seen as `after` to receive, in order, everything missed since, then live events. A cursor older than what is kept (`EPHEMERA_EVENT_RETENTION`, 24 hours by default) is refused with `CURSOR_EXPIRED`: refetch, then subscribe without it. FRIENDS keeps the viewer's own and their friends' (sign-in required).
+    /// Everything a live story tray and feed need, from whichever instance took it, in order and once each: statuses created, deleted or purged; the viewer's own seen marks (so devices agree); moments created, deleted or expired, restored; how the viewer stands with someone (friendship events, to both sides); and the viewer's own tray entries as `storyTray` returns them (`StoryTrayEntryChangedEvent`, after the event that changed one) or their removal. The same visibility rules as every query. Each event has a `cursor`: pass the last one seen as `after` to receive, in order, everything missed since, then live events. A cursor older than what is kept (`EPHEMERA_EVENT_RETENTION`, 24 hours by default) is refused with `CURSOR_EXPIRED`: refetch, then subscribe without it. FRIENDS keeps the viewer's own and their friends' (sign-in required).
     async fn events(
         &self,
         ctx: &Context<'_>,
