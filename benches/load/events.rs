@@ -220,7 +220,10 @@ async fn tray(
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     while open().await > 0 {
-        assert!(Instant::now() < deadline, "the anonymous subscribers did not leave");
+        assert!(
+            Instant::now() < deadline,
+            "the anonymous subscribers did not leave"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
@@ -244,7 +247,10 @@ async fn tray(
     }
     let deadline = Instant::now() + Duration::from_secs(180);
     while subscribed.load(Ordering::SeqCst) < n || open().await < n {
-        assert!(Instant::now() < deadline, "tray subscribers did not all connect");
+        assert!(
+            Instant::now() < deadline,
+            "tray subscribers did not all connect"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -298,7 +304,9 @@ async fn tray_subscriber(
         }
     }
     socket
-        .send(send(json!({ "id": "1", "type": "subscribe", "payload": { "query": TRAY } })))
+        .send(send(
+            json!({ "id": "1", "type": "subscribe", "payload": { "query": TRAY } }),
+        ))
         .await
         .expect("subscribe");
     subscribed.fetch_add(1, Ordering::SeqCst);

@@ -394,51 +394,74 @@ async fn readers<C: ConnectionTrait>(
         Shown::Status => format!("{alias}.audience"),
         Shown::Moment => format!("{alias}.visibility"),
     };
-    // The candidates first, then the rule: anyone for public content; for
-    // the rest only its author and their friends can be readers (a close
-    // friend is a friend), found through the friendships' indexes instead
-    // of asking about every viewer subscribed.
-    let signed_in = |chunk: &[i64]| {
-        let arm = |from: &str, public: bool| {
-            Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
-                .append(visibility::scope(
-                    Scope::Friends,
-                    &author,
-                    Who::Column("w.id"),
-                ))
-                .push(&format!(" AS in_friends FROM {table} {alias} {from} WHERE {alias}.id IN ("))
-                .list(ids.iter().copied())
-                .push(&format!(
-                    ") AND {audience} {} 'PUBLIC' AND w.id IN (",
-                    if public { "=" } else { "<>" }
-                ))
+    // The candidates first, then the rule: anyone for public content (asked
+    // of the viewers subscribed, a thousand at a time); for the rest only
+    // its author and their friends can be readers (a close friend is a
+    // friend), found through the friendships' indexes in one statement
+    // whatever the number of viewers subscribed, and kept where subscribed.
+    let arm = |from: &str, public: bool, chunk: Option<&[i64]>| {
+        let sql = Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
+            .append(visibility::scope(
+                Scope::Friends,
+                &author,
+                Who::Column("w.id"),
+            ))
+            .push(&format!(
+                " AS in_friends FROM {table} {alias} {from} WHERE {alias}.id IN ("
+            ))
+            .list(ids.iter().copied())
+            .push(&format!(
+                ") AND {audience} {} 'PUBLIC' AND ",
+                if public { "=" } else { "<>" }
+            ));
+        match chunk {
+            Some(chunk) => sql
+                .push("w.id IN (")
                 .list(chunk.iter().copied())
-                .push(") AND ")
-                .append(rule(Who::Column("w.id")))
-        };
-        Sql::join(
-            [
-                arm("CROSS JOIN users w", true),
-                arm(&format!("JOIN users w ON w.id = {author}"), false),
-                arm(
-                    &format!(
-                        "JOIN friendships f ON f.low_id = {author} AND f.accepted_at IS NOT NULL \
-                         JOIN users w ON w.id = f.high_id"
-                    ),
-                    false,
-                ),
-                arm(
-                    &format!(
-                        "JOIN friendships f ON f.high_id = {author} AND f.accepted_at IS NOT NULL \
-                         JOIN users w ON w.id = f.low_id"
-                    ),
-                    false,
-                ),
-            ],
-            " UNION ALL ",
-        )
+                .push(") AND "),
+            None => sql,
+        }
+        .append(rule(Who::Column("w.id")))
     };
-    let rows: Vec<ReaderRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
+    let theirs = || {
+        [
+            arm(&format!("JOIN users w ON w.id = {author}"), false, None),
+            arm(
+                &format!(
+                    "JOIN friendships f ON f.low_id = {author} AND f.accepted_at IS NOT NULL \
+                     JOIN users w ON w.id = f.high_id"
+                ),
+                false,
+                None,
+            ),
+            arm(
+                &format!(
+                    "JOIN friendships f ON f.high_id = {author} AND f.accepted_at IS NOT NULL \
+                     JOIN users w ON w.id = f.low_id"
+                ),
+                false,
+                None,
+            ),
+        ]
+    };
+    // The first thousand's public arm and the friends' arms in one
+    // statement; the other thousands' public arms one each.
+    let signed_in: HashSet<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    let others: Vec<i64> = signed_in.iter().copied().collect();
+    let mut rows: Vec<ReaderRow> = Vec::new();
+    if viewers.contains(&0) {
+        rows.extend(db::fetch_all::<ReaderRow, C>(db, anonymous()).await?);
+    }
+    for (i, chunk) in others.chunks(VIEWER_CHUNK).enumerate() {
+        let public = arm("CROSS JOIN users w", true, Some(chunk));
+        let statement = if i == 0 {
+            Sql::join(std::iter::once(public).chain(theirs()), " UNION ALL ")
+        } else {
+            public
+        };
+        let found: Vec<ReaderRow> = db::fetch_all(db, statement).await?;
+        rows.extend(found.into_iter().filter(|r| signed_in.contains(&r.viewer)));
+    }
     for r in rows {
         out.entry(r.subject)
             .or_default()

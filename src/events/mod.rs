@@ -620,13 +620,15 @@ impl EventBus {
         };
         let Snapshot { asked, upto } = self.snapshot();
         match self.decide.get() {
-            Some(decide) if !asked.viewers.is_empty() => match decide(events.clone(), asked).await {
-                Ok(admitted) => self.hand_out(&admitted, &events, upto),
-                Err(e) => {
-                    e.log();
-                    self.all_behind();
+            Some(decide) if !asked.viewers.is_empty() => {
+                match decide(events.clone(), asked).await {
+                    Ok(admitted) => self.hand_out(&admitted, &events, upto),
+                    Err(e) => {
+                        e.log();
+                        self.all_behind();
+                    }
                 }
-            },
+            }
             // Nobody to decide for (but whoever subscribed meanwhile).
             _ => self.hand_out(&Admitted::default(), &events, upto),
         }

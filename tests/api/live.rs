@@ -386,11 +386,12 @@ async fn a_subscriber_that_falls_behind_catches_up(app: &TestApp) {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let mut slow = Box::pin(
-        app.state
-            .events
-            .follow(app.state.log_db.clone(), 0, "test", None, 3, true),
-    );
+    let mut slow =
+        Box::pin(
+            app.state
+                .events
+                .follow(app.state.log_db.clone(), 0, "test", None, 3, true),
+        );
     let mut posted = Vec::new();
     for i in 0..20 {
         let id = app.post_status(&author, &format!("s{i}")).await;

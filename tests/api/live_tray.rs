@@ -57,7 +57,10 @@ async fn next_of(ws: &mut WsClient, kind: &str) -> Value {
         let p = ws.next_payload().await;
         let e = &p["data"]["events"];
         assert!(e.is_object(), "not an event: {p}");
-        if e["__typename"].as_str().is_some_and(|k| k.starts_with("StoryTrayEntry")) {
+        if e["__typename"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("StoryTrayEntry"))
+        {
             assert_eq!(e["__typename"], kind, "{p}");
             return e.clone();
         }
@@ -66,9 +69,8 @@ async fn next_of(ws: &mut WsClient, kind: &str) -> Value {
 
 /// `user`'s tray as a query returns it (anonymous without), by entry id.
 async fn tray(app: &TestApp, user: Option<&TestUser>, scope: &str) -> BTreeMap<String, Value> {
-    let q = format!(
-        "query($s: Scope) {{ storyTray(first: 50, scope: $s) {{ nodes {{ {ENTRY} }} }} }}"
-    );
+    let q =
+        format!("query($s: Scope) {{ storyTray(first: 50, scope: $s) {{ nodes {{ {ENTRY} }} }} }}");
     let data = app
         .ok(user.and_then(TestUser::token), &q, json!({ "s": scope }))
         .await;
@@ -104,7 +106,9 @@ async fn no_tray_event(ws: &mut WsClient, wait: Duration) -> bool {
         let Ok(msg) = tokio::time::timeout_at(until, ws.next_message()).await else {
             return true;
         };
-        let kind = msg.as_ref().and_then(|m| m["payload"]["data"]["events"]["__typename"].as_str());
+        let kind = msg
+            .as_ref()
+            .and_then(|m| m["payload"]["data"]["events"]["__typename"].as_str());
         if kind.is_some_and(|k| k.starts_with("StoryTrayEntry")) {
             return false;
         }
@@ -146,7 +150,10 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     let s2 = app.post_status(&ann, "for all").await;
     let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
     assert_eq!(
-        (e["entry"]["storyCount"].clone(), e["entry"]["hasUnseen"].clone()),
+        (
+            e["entry"]["storyCount"].clone(),
+            e["entry"]["hasUnseen"].clone()
+        ),
         (json!(2), json!(true))
     );
     assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
@@ -167,7 +174,11 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     assert_eq!(e["authorId"], ann.id.as_str());
     let e = next_of(&mut anon, "StoryTrayEntryRemovedEvent").await;
     assert_eq!(e["entryId"], format!("0:{}", ann.id));
-    assert!(!tray(app, Some(&cat), "EVERYONE").await.contains_key(&format!("{}:{}", cat.id, ann.id)));
+    assert!(
+        !tray(app, Some(&cat), "EVERYONE")
+            .await
+            .contains_key(&format!("{}:{}", cat.id, ann.id))
+    );
 
     // A friends-only post: the stranger and the anonymous viewer hear
     // nothing of it.
@@ -209,7 +220,10 @@ async fn a_change_between_two_people_tells_only_whose_tray_changed(app: &TestApp
 
     // Blocking someone who saw nothing of the blocker tells them nothing.
     app.relate(&ann, "blockUser", &cat).await;
-    assert!(silent(&mut c, Duration::from_millis(400)).await, "not even the block");
+    assert!(
+        silent(&mut c, Duration::from_millis(400)).await,
+        "not even the block"
+    );
     // Blocking a friend who saw a status takes the entry away.
     app.relate(&ann, "blockUser", &dan).await;
     let e = next_of(&mut d, "StoryTrayEntryRemovedEvent").await;
@@ -305,7 +319,10 @@ async fn a_tray_part_resumes_apart_from_its_event(app: &TestApp) {
         again.next_payload().await["data"]["events"].clone(),
     ];
     assert_eq!(kinds[0]["__typename"], "StatusCreatedEvent", "{kinds:?}");
-    assert_eq!(kinds[1]["__typename"], "StoryTrayEntryChangedEvent", "{kinds:?}");
+    assert_eq!(
+        kinds[1]["__typename"], "StoryTrayEntryChangedEvent",
+        "{kinds:?}"
+    );
     assert_eq!(kinds[1]["entry"]["storyCount"], 2);
     let _ = two;
 
@@ -398,7 +415,8 @@ async fn run_seed(app: &TestApp, seed: u64) {
             told: (0, 0),
         });
     }
-    app.wait_for_metric("ephemera_subscribers", before + 6).await;
+    app.wait_for_metric("ephemera_subscribers", before + 6)
+        .await;
     // What a client does: subscribe, then query; the events build on that.
     for c in &mut cached {
         c.entries = tray(app, c.user.as_ref(), c.scope).await;
@@ -445,10 +463,26 @@ async fn run_seed(app: &TestApp, seed: u64) {
             6 => relate("sendFriendRequest"),
             7 => relate("acceptFriendRequest"),
             8 => relate("removeFriend"),
-            9 => relate(if rng.gen_bool(0.5) { "blockUser" } else { "unblockUser" }),
-            10 => relate(if rng.gen_bool(0.7) { "addCloseFriend" } else { "removeCloseFriend" }),
-            11 => relate(if rng.gen_bool(0.6) { "hideStoriesFrom" } else { "unhideStoriesFrom" }),
-            12 => relate(if rng.gen_bool(0.6) { "muteUser" } else { "unmuteUser" }),
+            9 => relate(if rng.gen_bool(0.5) {
+                "blockUser"
+            } else {
+                "unblockUser"
+            }),
+            10 => relate(if rng.gen_bool(0.7) {
+                "addCloseFriend"
+            } else {
+                "removeCloseFriend"
+            }),
+            11 => relate(if rng.gen_bool(0.6) {
+                "hideStoriesFrom"
+            } else {
+                "unhideStoriesFrom"
+            }),
+            12 => relate(if rng.gen_bool(0.6) {
+                "muteUser"
+            } else {
+                "unmuteUser"
+            }),
             _ => {
                 // A friendship both ask for.
                 let (send, _) = relate("sendFriendRequest");
@@ -483,5 +517,8 @@ async fn run_seed(app: &TestApp, seed: u64) {
     // The run exercised both kinds (not a cache that never moved).
     let changed: usize = cached.iter().map(|c| c.told.0).sum();
     let removed: usize = cached.iter().map(|c| c.told.1).sum();
-    assert!(changed > 20 && removed > 3, "seed {seed}: {changed} changed, {removed} removed");
+    assert!(
+        changed > 20 && removed > 3,
+        "seed {seed}: {changed} changed, {removed} removed"
+    );
 }

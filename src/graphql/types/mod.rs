@@ -12,7 +12,8 @@ mod user;
 
 pub use live::{
     AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, MomentCreatedEvent, MomentDeletedEvent,
-    MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent, StoryTrayEntryChangedEvent, StoryTrayEntryRemovedEvent,
+    MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
+    StoryTrayEntryChangedEvent, StoryTrayEntryRemovedEvent,
 };
 pub use media::{HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload};
 pub use moment::{
