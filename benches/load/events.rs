@@ -280,19 +280,11 @@ async fn tray_subscriber(
 ) {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     const TRAY: &str = "subscription { events { __typename cursor \
         ... on StatusCreatedEvent { status { id } } \
         ... on StoryTrayEntryChangedEvent { entry { id latestCreatedAt storyCount hasUnseen } } \
         ... on StoryTrayEntryRemovedEvent { entryId } } }";
-    let mut request = url.into_client_request().expect("ws request");
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("websocket connect (raise `ulimit -n`?)");
+    let mut socket = crate::subs::connect(url).await;
     let send = |v: Value| Message::Text(v.to_string().into());
     let init = json!({ "type": "connection_init", "payload": { "authorization": format!("Bearer {token}") } });
     socket.send(send(init)).await.expect("connection_init");

@@ -128,6 +128,21 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
     results
 }
 
+/// A graphql-transport-ws websocket to `url`.
+pub async fn connect(
+    url: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let mut request = url.into_client_request().expect("ws request");
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        "graphql-transport-ws".parse().expect("header"),
+    );
+    let (socket, _) = tokio_tungstenite::connect_async(request)
+        .await
+        .expect("websocket connect (raise `ulimit -n`?)");
+    socket
+}
+
 /// One subscriber: connects, subscribes, then reports every `next` it reads.
 pub async fn subscriber(
     url: &str,
@@ -135,14 +150,7 @@ pub async fn subscriber(
     subscribed: Arc<AtomicUsize>,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let mut request = url.into_client_request().expect("ws request");
-    request.headers_mut().insert(
-        "Sec-WebSocket-Protocol",
-        "graphql-transport-ws".parse().expect("header"),
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(request)
-        .await
-        .expect("websocket connect (raise `ulimit -n`?)");
+    let mut socket = connect(url).await;
     let send = |v: Value| Message::Text(v.to_string().into());
     socket
         .send(send(json!({ "type": "connection_init", "payload": {} })))

@@ -423,25 +423,18 @@ async fn readers<C: ConnectionTrait>(
         }
         .append(rule(Who::Column("w.id")))
     };
+    let friends = |near: &str, far: &str| {
+        let from = format!(
+            "JOIN friendships f ON f.{near} = {author} AND f.accepted_at IS NOT NULL \
+             JOIN users w ON w.id = f.{far}"
+        );
+        arm(&from, false, None)
+    };
     let theirs = || {
         [
             arm(&format!("JOIN users w ON w.id = {author}"), false, None),
-            arm(
-                &format!(
-                    "JOIN friendships f ON f.low_id = {author} AND f.accepted_at IS NOT NULL \
-                     JOIN users w ON w.id = f.high_id"
-                ),
-                false,
-                None,
-            ),
-            arm(
-                &format!(
-                    "JOIN friendships f ON f.high_id = {author} AND f.accepted_at IS NOT NULL \
-                     JOIN users w ON w.id = f.low_id"
-                ),
-                false,
-                None,
-            ),
+            friends("low_id", "high_id"),
+            friends("high_id", "low_id"),
         ]
     };
     // The first thousand's public arm and the friends' arms in one

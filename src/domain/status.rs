@@ -468,19 +468,9 @@ pub async fn tray_page<C: ConnectionTrait>(
     // cached plan is used.
     let who = Who::User(viewer);
     let sql = Sql::new(&format!(
-        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} t.max_expires_at > "
+        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} "
     ))
-    .append(Dialect::of(db).opaque_bigint(now))
-    // One row per author: the level this viewer is admitted to.
-    .push(" AND ")
-    .append(visibility::widest_level("t.audience", "t.author_id", who))
-    .push(" AND ")
-    .append(visibility::not_excluded(
-        "t.author_id",
-        who,
-        visibility::Content::Status,
-        Reach::List,
-    ))
+    .append(tray_rows(Dialect::of(db), who, now))
     .push(" AND ")
     .append(visibility::scope(scope, "t.author_id", viewer))
     .append(q.bounds("t.latest_created_at", "t.author_id"));
@@ -529,6 +519,23 @@ struct TrayCountRow {
     author_id: i64,
     live: i64,
     unseen: i64,
+}
+
+/// The tray rows (`status_tray t`) `who` sees at `now`: live, one per
+/// author (the widest level that admits them), exclusions applied; what
+/// `storyTray` and the live tray's entries both read.
+pub fn tray_rows(dialect: Dialect, who: Who<'_>, now: Millis) -> Sql {
+    Sql::new("t.max_expires_at > ")
+        .append(dialect.opaque_bigint(now))
+        .push(" AND ")
+        .append(visibility::widest_level("t.audience", "t.author_id", who))
+        .push(" AND ")
+        .append(visibility::not_excluded(
+            "t.author_id",
+            who,
+            visibility::Content::Status,
+            Reach::List,
+        ))
 }
 
 /// For each author, how many live statuses they have that `viewer` may see

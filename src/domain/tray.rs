@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 use sea_orm::{ConnectionTrait, FromQueryResult};
 
 use super::expiry::live_status;
-use super::visibility::{self, Content, Reach, Who};
+use super::visibility::{self, Reach, Who};
 use super::{Scope, status};
 use crate::clock::Millis;
 use crate::db::{self, Dialect, Sql};
@@ -187,17 +187,8 @@ fn entry_arm<C: ConnectionTrait>(db: &C, g: &Group, now: Millis) -> Sql {
         )
     };
     select
-        .push(" AND t.max_expires_at > ")
-        .append(Dialect::of(db).opaque_bigint(now))
         .push(" AND ")
-        .append(visibility::widest_level("t.audience", "t.author_id", who))
-        .push(" AND ")
-        .append(visibility::not_excluded(
-            "t.author_id",
-            who,
-            Content::Status,
-            Reach::List,
-        ))
+        .append(status::tray_rows(Dialect::of(db), who, now))
 }
 
 /// The counts of one group: `status::tray_counts`, with the viewer a
