@@ -53,31 +53,34 @@ fn first_message(resp: &Value) -> &str {
 async fn deeply_nested_documents_are_refused_not_run() {
     let app = TestApp::spawn(Backend::Sqlite).await;
     let n = 1_700;
-    let lists = format!("{{__typename(x:{}1{})}}", "[".repeat(n), "]".repeat(n));
-    let objects = format!("{{__typename(x:{}1{})}}", "{a:".repeat(n), "}".repeat(n));
-    let selections = format!("{}{}", "{a".repeat(n), "}".repeat(n));
-    let directive = format!(
-        "{{__typename @skip(if:{}true{})}}",
-        "[".repeat(n),
-        "]".repeat(n)
-    );
-    let variable_default = format!(
-        "query($v: [Int] = {}1{}) {{ __typename }}",
-        "[".repeat(n),
-        "]".repeat(n)
-    );
-    for doc in [&lists, &objects, &selections, &directive, &variable_default] {
-        // POST
-        let resp = app.gql(None, doc, json!({})).await;
+    // Each way of nesting a document, `n` deep.
+    let documents = |n: usize| {
+        let (open, close) = ("[".repeat(n), "]".repeat(n));
+        [
+            format!("{{__typename(x:{open}1{close})}}"),
+            format!("{{__typename(x:{}1{})}}", "{a:".repeat(n), "}".repeat(n)),
+            format!("{}{}", "{a".repeat(n), "}".repeat(n)),
+            format!("{{__typename @skip(if:{open}true{close})}}"),
+            format!("query($v: [Int] = {open}1{close}) {{ __typename }}"),
+        ]
+    };
+    for doc in documents(n) {
+        let resp = app.gql(None, &doc, json!({})).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
         assert!(
             first_message(&resp).contains("nesting limit is 64"),
             "{resp}"
         );
-        // GET
+    }
+    // GET: nested less deep, so that the percent-encoded query string fits
+    // in the request head the server reads (16 KiB). The objects document
+    // 1,700 deep is about 17 KiB encoded: under CI load it came back with an
+    // empty body (a head refused by size) instead of the GraphQL error.
+    for doc in documents(600) {
         let resp = app.get(&[("query", doc.as_str())]).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
     }
+    let lists = documents(n)[0].clone();
     // Over a websocket, for both protocols.
     for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
         let (mut ws, ack) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
