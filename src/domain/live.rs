@@ -304,7 +304,7 @@ async fn hidden_likes<C: ConnectionTrait>(
         .append(likes(Who::User(0)))
         .push(" GROUP BY hl.moment_id")
     };
-    let signed_in = |chunk: &[i64]| {
+    let signed_in = |_, chunk: &[i64]| {
         Sql::new(
             "SELECT hl.moment_id AS moment, w.id AS viewer, CAST(COUNT(*) AS BIGINT) AS n \
              FROM users w CROSS JOIN moment_likes hl WHERE w.id IN (",
@@ -438,23 +438,19 @@ async fn readers<C: ConnectionTrait>(
         ]
     };
     // The first thousand's public arm and the friends' arms in one
-    // statement; the other thousands' public arms one each.
-    let signed_in: HashSet<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    let others: Vec<i64> = signed_in.iter().copied().collect();
-    let mut rows: Vec<ReaderRow> = Vec::new();
-    if viewers.contains(&0) {
-        rows.extend(db::fetch_all::<ReaderRow, C>(db, anonymous()).await?);
-    }
-    for (i, chunk) in others.chunks(VIEWER_CHUNK).enumerate() {
+    // statement; the other thousands' public arms one each. The friends'
+    // arms find friends whether subscribed or not: only the asked are kept.
+    let signed_in = |i: usize, chunk: &[i64]| {
         let public = arm("CROSS JOIN users w", true, Some(chunk));
-        let statement = if i == 0 {
+        if i == 0 {
             Sql::join(std::iter::once(public).chain(theirs()), " UNION ALL ")
         } else {
             public
-        };
-        let found: Vec<ReaderRow> = db::fetch_all(db, statement).await?;
-        rows.extend(found.into_iter().filter(|r| signed_in.contains(&r.viewer)));
-    }
+        }
+    };
+    let asked: HashSet<i64> = viewers.iter().copied().collect();
+    let mut rows: Vec<ReaderRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
+    rows.retain(|r| asked.contains(&r.viewer));
     for r in rows {
         out.entry(r.subject)
             .or_default()
@@ -514,7 +510,7 @@ async fn audiences<C: ConnectionTrait>(
         .push(" WHERE ")
         .append(rule(Who::User(0)))
     };
-    let signed_in = |chunk: &[i64]| {
+    let signed_in = |_, chunk: &[i64]| {
         Sql::new(&format!(
             "SELECT d.author_id, d.{audience_col} AS audience, w.id AS viewer, "
         ))
@@ -540,13 +536,14 @@ async fn audiences<C: ConnectionTrait>(
 }
 
 /// The rows of `anonymous()` if the anonymous viewer (0) is among
-/// `viewers`, and of `signed_in(chunk)` for each thousand of the others:
-/// one statement per kind of viewer per thousand, whatever their number.
+/// `viewers`, and of `signed_in(i, chunk)` for each thousand of the others
+/// (the `i`th): one statement per kind of viewer per thousand, whatever
+/// their number.
 async fn ask_viewers<C, R>(
     db: &C,
     viewers: &[i64],
     anonymous: impl Fn() -> Sql,
-    signed_in: impl Fn(&[i64]) -> Sql,
+    signed_in: impl Fn(usize, &[i64]) -> Sql,
 ) -> AppResult<Vec<R>>
 where
     C: ConnectionTrait,
@@ -557,8 +554,8 @@ where
         rows.extend(db::fetch_all::<R, C>(db, anonymous()).await?);
     }
     let others: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    for chunk in others.chunks(VIEWER_CHUNK) {
-        rows.extend(db::fetch_all::<R, C>(db, signed_in(chunk)).await?);
+    for (i, chunk) in others.chunks(VIEWER_CHUNK).enumerate() {
+        rows.extend(db::fetch_all::<R, C>(db, signed_in(i, chunk)).await?);
     }
     Ok(rows)
 }

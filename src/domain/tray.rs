@@ -215,35 +215,37 @@ fn count_arm(g: &Group, now: Millis) -> Sql {
         .push(" GROUP BY s.author_id");
     }
     let viewers = || Sql::new("(").list(g.viewers.iter().copied()).push(")");
-    let rule = visibility::status_audience("a.audience", "a.author_id", Who::Column("w.id"));
-    Sql::new("SELECT w.id AS viewer, a.author_id, CAST(SUM(CASE WHEN ")
-        .append(rule.clone())
-        .push(" THEN a.n ELSE 0 END) AS BIGINT) AS live, CAST(SUM(CASE WHEN ")
-        .append(rule)
-        .push(
-            " THEN a.n - COALESCE(v.n, 0) ELSE 0 END) AS BIGINT) AS unseen \
-             FROM users w CROSS JOIN (SELECT s.author_id, s.audience, COUNT(*) AS n FROM statuses s \
-             WHERE s.author_id = ",
-        )
-        .bind(g.author)
-        .push(" AND ")
-        .append(live_status("s", now))
-        .push(
-            " GROUP BY s.author_id, s.audience) a \
-             LEFT JOIN (SELECT sv.viewer_id, s.audience, COUNT(*) AS n FROM status_views sv \
-             JOIN statuses s ON s.id = sv.status_id WHERE sv.viewer_id IN ",
-        )
-        .append(viewers())
-        .push(" AND s.author_id = ")
-        .bind(g.author)
-        .push(" AND ")
-        .append(live_status("s", now))
-        .push(
-            " GROUP BY sv.viewer_id, s.audience) v ON v.viewer_id = w.id AND v.audience = a.audience \
-             WHERE w.id IN ",
-        )
-        .append(viewers())
-        .push(" GROUP BY w.id, a.author_id")
+    Sql::new(
+        "SELECT w.id AS viewer, a.author_id, CAST(SUM(a.n) AS BIGINT) AS live, \
+           CAST(SUM(a.n - COALESCE(v.n, 0)) AS BIGINT) AS unseen \
+         FROM users w CROSS JOIN (SELECT s.author_id, s.audience, COUNT(*) AS n FROM statuses s \
+         WHERE s.author_id = ",
+    )
+    .bind(g.author)
+    .push(" AND ")
+    .append(live_status("s", now))
+    .push(
+        " GROUP BY s.author_id, s.audience) a \
+         LEFT JOIN (SELECT sv.viewer_id, s.audience, COUNT(*) AS n FROM status_views sv \
+         JOIN statuses s ON s.id = sv.status_id WHERE sv.viewer_id IN ",
+    )
+    .append(viewers())
+    .push(" AND s.author_id = ")
+    .bind(g.author)
+    .push(" AND ")
+    .append(live_status("s", now))
+    .push(
+        " GROUP BY sv.viewer_id, s.audience) v ON v.viewer_id = w.id AND v.audience = a.audience \
+         WHERE w.id IN ",
+    )
+    .append(viewers())
+    .push(" AND ")
+    .append(visibility::status_audience(
+        "a.audience",
+        "a.author_id",
+        Who::Column("w.id"),
+    ))
+    .push(" GROUP BY w.id, a.author_id")
 }
 
 /// What each side of a change between two people may see of the other,

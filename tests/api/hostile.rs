@@ -64,8 +64,9 @@ async fn deeply_nested_documents_are_refused_not_run() {
             format!("query($v: [Int] = {open}1{close}) {{ __typename }}"),
         ]
     };
-    for doc in documents(n) {
-        let resp = app.gql(None, &doc, json!({})).await;
+    let posted = documents(n);
+    for doc in &posted {
+        let resp = app.gql(None, doc, json!({})).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
         assert!(
             first_message(&resp).contains("nesting limit is 64"),
@@ -80,12 +81,12 @@ async fn deeply_nested_documents_are_refused_not_run() {
         let resp = app.get(&[("query", doc.as_str())]).await;
         assert_eq!(error_code(&resp), "BAD_USER_INPUT", "{resp}");
     }
-    let lists = documents(n)[0].clone();
+    let lists = &posted[0];
     // Over a websocket, for both protocols.
     for protocol in [Protocol::TransportWs, Protocol::LegacyWs] {
         let (mut ws, ack) = WsClient::connect(&app.ws_url, protocol, json!({})).await;
         assert_eq!(ack["type"], "connection_ack");
-        ws.subscribe("1", &lists, json!({})).await;
+        ws.subscribe("1", lists, json!({})).await;
         let payload = ws.next_payload().await;
         assert_eq!(error_code(&payload), "BAD_USER_INPUT", "{payload}");
         assert_eq!(ws.next_message().await.unwrap()["type"], "complete");

@@ -388,6 +388,14 @@ async fn events_applied_to_a_cached_tray_equal_a_refetch(app: &TestApp) {
     }
 }
 
+/// The relations the property test turns on (with this chance) or off.
+const TOGGLES: [(f64, &str, &str); 4] = [
+    (0.5, "blockUser", "unblockUser"),
+    (0.7, "addCloseFriend", "removeCloseFriend"),
+    (0.6, "hideStoriesFrom", "unhideStoriesFrom"),
+    (0.6, "muteUser", "unmuteUser"),
+];
+
 async fn run_seed(app: &TestApp, seed: u64) {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut users = Vec::new();
@@ -463,26 +471,10 @@ async fn run_seed(app: &TestApp, seed: u64) {
             6 => relate("sendFriendRequest"),
             7 => relate("acceptFriendRequest"),
             8 => relate("removeFriend"),
-            9 => relate(if rng.gen_bool(0.5) {
-                "blockUser"
-            } else {
-                "unblockUser"
-            }),
-            10 => relate(if rng.gen_bool(0.7) {
-                "addCloseFriend"
-            } else {
-                "removeCloseFriend"
-            }),
-            11 => relate(if rng.gen_bool(0.6) {
-                "hideStoriesFrom"
-            } else {
-                "unhideStoriesFrom"
-            }),
-            12 => relate(if rng.gen_bool(0.6) {
-                "muteUser"
-            } else {
-                "unmuteUser"
-            }),
+            9..=12 => {
+                let (p, on, off) = TOGGLES[step - 9];
+                relate(if rng.gen_bool(p) { on } else { off })
+            }
             _ => {
                 // A friendship both ask for.
                 let (send, _) = relate("sendFriendRequest");
