@@ -113,9 +113,42 @@ fn close_friend_of(who: Who<'_>) -> Sql {
 fn own_or_friends(author: &str, who: Who<'_>) -> Sql {
     Sql::new(&format!("({author} = "))
         .append(who.sql())
-        .push(&format!(" OR {author} IN ("))
-        .append(friend_ids(who))
-        .push("))")
+        .push(" OR ")
+        .append(is_friend(author, who))
+        .push(")")
+}
+
+/// SQL true where the account column `author` is one of `who`'s accepted
+/// friends. For one viewer, against the viewer's friends (read once per
+/// statement); for a column, a probe of the one friendship the pair could
+/// have: asked per row, its cost does not grow with anyone's friends.
+fn is_friend(author: &str, who: Who<'_>) -> Sql {
+    match who {
+        Who::User(_) => Sql::new(&format!("{author} IN ("))
+            .append(friend_ids(who))
+            .push(")"),
+        Who::Column(w) => Sql::new(&format!(
+            "EXISTS (SELECT 1 FROM friendships vf \
+             WHERE vf.low_id = CASE WHEN {author} < {w} THEN {author} ELSE {w} END \
+             AND vf.high_id = CASE WHEN {author} < {w} THEN {w} ELSE {author} END \
+             AND vf.accepted_at IS NOT NULL)"
+        )),
+    }
+}
+
+/// SQL true where the account column `author` keeps `who` on their
+/// close-friends list (for a column, one probe per row, as [`is_friend`]).
+fn is_close_friend_of(author: &str, who: Who<'_>) -> Sql {
+    match who {
+        Who::User(_) => Sql::new(&format!("{author} IN ("))
+            .append(close_friend_of(who))
+            .push(")"),
+        Who::Column(w) => Sql::new(&format!(
+            "EXISTS (SELECT 1 FROM user_relations vc WHERE vc.subject_id = {author} \
+             AND vc.object_id = {w} AND vc.kind = '{}')",
+            kind::CLOSE_FRIEND
+        )),
+    }
 }
 
 /// SQL for the ids of the accounts whose `content` `who` never sees when
@@ -144,10 +177,41 @@ pub fn excluded(who: Who<'_>, content: Content, reach: Reach) -> Sql {
 }
 
 /// SQL that keeps rows whose account column `col` is not [`excluded`].
+/// For one viewer, against the set [`excluded`] (read once per statement);
+/// for a column, probes of the rows that could exclude the pair (the
+/// account suspended, a relation either way), so that a row costs the same
+/// however many accounts are suspended or related to the viewer.
 pub fn not_excluded(col: &str, who: Who<'_>, content: Content, reach: Reach) -> Sql {
-    Sql::new(&format!("{col} NOT IN ("))
-        .append(excluded(who, content, reach))
-        .push(")")
+    let Who::Column(w) = who else {
+        return Sql::new(&format!("{col} NOT IN ("))
+            .append(excluded(who, content, reach))
+            .push(")");
+    };
+    // The kinds by which the viewer excludes the account, and by which the
+    // account excludes the viewer.
+    let mut mine = vec![kind::BLOCK];
+    if reach == Reach::List && content != Content::Person {
+        mine.push(kind::MUTE);
+    }
+    let mut theirs = vec![kind::BLOCK];
+    if content == Content::Status {
+        theirs.push(kind::HIDE);
+    }
+    let kinds = |k: &[&str]| {
+        k.iter()
+            .map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Sql::new(&format!(
+        "(NOT EXISTS (SELECT 1 FROM users vx WHERE vx.id = {col} AND vx.suspended_at IS NOT NULL) \
+         AND NOT EXISTS (SELECT 1 FROM user_relations vr WHERE vr.subject_id = {w} \
+         AND vr.object_id = {col} AND vr.kind IN ({})) \
+         AND NOT EXISTS (SELECT 1 FROM user_relations vr WHERE vr.subject_id = {col} \
+         AND vr.object_id = {w} AND vr.kind IN ({})))",
+        kinds(&mine),
+        kinds(&theirs)
+    ))
 }
 
 /// SQL that keeps the statuses (audience column `audience`, author column
@@ -158,13 +222,11 @@ pub fn status_audience(audience: &str, author: &str, who: Who<'_>) -> Sql {
     }
     Sql::new(&format!("({audience} = 'PUBLIC' OR {author} = "))
         .append(who.sql())
-        .push(&format!(" OR ({audience} = 'FRIENDS' AND {author} IN ("))
-        .append(friend_ids(who))
-        .push(&format!(
-            ")) OR ({audience} = 'CLOSE_FRIENDS' AND {author} IN ("
-        ))
-        .append(close_friend_of(who))
-        .push(")))")
+        .push(&format!(" OR ({audience} = 'FRIENDS' AND "))
+        .append(is_friend(author, who))
+        .push(&format!(") OR ({audience} = 'CLOSE_FRIENDS' AND "))
+        .append(is_close_friend_of(author, who))
+        .push("))")
 }
 
 /// SQL that keeps the tray summaries (audience level column `level`,
@@ -182,14 +244,12 @@ pub fn widest_level(level: &str, author: &str, who: Who<'_>) -> Sql {
     }
     Sql::new(&format!("(CASE WHEN {author} = "))
         .append(who.sql())
-        .push(&format!(" OR {author} IN ("))
-        .append(close_friend_of(who))
+        .push(" OR ")
+        .append(is_close_friend_of(author, who))
+        .push(&format!(" THEN {level} = 'CLOSE_FRIENDS' WHEN "))
+        .append(is_friend(author, who))
         .push(&format!(
-            ") THEN {level} = 'CLOSE_FRIENDS' WHEN {author} IN ("
-        ))
-        .append(friend_ids(who))
-        .push(&format!(
-            ") THEN {level} = 'FRIENDS' ELSE {level} = 'PUBLIC' END)"
+            " THEN {level} = 'FRIENDS' ELSE {level} = 'PUBLIC' END)"
         ))
 }
 
@@ -270,6 +330,11 @@ mod tests {
     fn a_column_viewer_is_written_not_bound() {
         let sql = visible_moment("m", Who::Column("w.id"), Reach::List).build(Dialect::Sqlite);
         assert!(sql.sql.contains("m.author_id = w.id"), "{}", sql.sql);
-        assert!(sql.sql.contains("r.subject_id = w.id"));
+        assert!(sql.sql.contains("vr.subject_id = w.id"));
+        assert!(
+            sql.values.is_none_or(|v| v.0.is_empty()),
+            "nothing bound: {}",
+            sql.sql
+        );
     }
 }
