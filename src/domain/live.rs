@@ -4,10 +4,10 @@
 //!
 //! | event | who hears of it |
 //! |---|---|
-//! | status created | whoever may read it in a list now ([`status::readable`], `Reach::List`) |
+//! | status created | whoever may read it in a list now ([`super::status::readable`], `Reach::List`) |
 //! | status deleted (author, moderator, purge) | whoever its audience admitted, exclusions applied ([`visibility::visible_status`] on the audience it had) |
 //! | status seen | the viewer who saw it, while they may read it |
-//! | moment created, restored | whoever may read it in a list now ([`moment::readable`]) |
+//! | moment created, restored | whoever may read it in a list now ([`super::moment::readable`]) |
 //! | moment deleted (author, moderator, expiry) | whoever its visibility admitted, exclusions applied ([`visibility::visible_moment`]) |
 //! | account deleted | everyone, if it had live public content; else each of its friends (one event each) |
 //! | friendship changed | the one side it names (each side has its own event) |
@@ -30,8 +30,9 @@ use std::sync::Arc;
 
 use sea_orm::{ConnectionTrait, FromQueryResult};
 
+use super::expiry::{live_moment, live_status};
 use super::visibility::{self, Reach, Who};
-use super::{Scope, moment, status, tray};
+use super::{Scope, tray};
 use crate::clock::Millis;
 use crate::db::{self, Sql};
 use crate::entity::{moment as moment_row, status as status_row};
@@ -77,11 +78,43 @@ pub async fn admit<C: ConnectionTrait>(
         .into_iter()
         .collect();
 
-    let created_for = readers(db, Shown::Status, &created, &viewers, Reach::List, now).await?;
-    let seen_for = readers(db, Shown::Status, &seen, &seers, Reach::Direct, now).await?;
-    let moments_for = readers(db, Shown::Moment, &moments, &viewers, Reach::List, now).await?;
-    let status_gone_for = audiences(db, Shown::Status, &pairs(false), &viewers).await?;
-    let moment_gone_for = audiences(db, Shown::Moment, &pairs(true), &viewers).await?;
+    // The live statuses and moments the events show, read once: who may
+    // read them is asked of the (author, audience) pairs they have, and
+    // they are what those who hear of them are shown.
+    let ids: Vec<i64> = created.iter().chain(&seen).copied().collect();
+    let statuses: HashMap<i64, Arc<status_row::Model>> =
+        live_rows::<status_row::Model, _>(db, "statuses s", &ids, live_status("s", now))
+            .await?
+            .into_iter()
+            .map(|s| (s.id, Arc::new(s)))
+            .collect();
+    // With every like counted: each viewer's own count is made from it
+    // below ([`hidden_likes`]).
+    let moment_rows: HashMap<i64, Arc<moment_row::Model>> =
+        live_rows::<moment_row::Model, _>(db, "moments m", &moments, live_moment("m", now))
+            .await?
+            .into_iter()
+            .map(|m| (m.id, Arc::new(m)))
+            .collect();
+    let status_pair = |id: &i64| statuses.get(id).map(|s| (s.author_id, s.audience.clone()));
+    let moment_pair = |id: &i64| {
+        moment_rows
+            .get(id)
+            .map(|m| (m.author_id, m.visibility.clone()))
+    };
+    let distinct = |pairs: Vec<(i64, String)>| -> Vec<(i64, String)> {
+        let set: HashSet<(i64, String)> = pairs.into_iter().collect();
+        set.into_iter().collect()
+    };
+    let created_pairs = distinct(created.iter().filter_map(status_pair).collect());
+    let seen_pairs = distinct(seen.iter().filter_map(status_pair).collect());
+    let moment_pairs = distinct(moments.iter().filter_map(moment_pair).collect());
+
+    let created_for = readers(db, Shown::Status, &created_pairs, &viewers, Reach::List).await?;
+    let seen_for = readers(db, Shown::Status, &seen_pairs, &seers, Reach::Direct).await?;
+    let moments_for = readers(db, Shown::Moment, &moment_pairs, &viewers, Reach::List).await?;
+    let status_gone_for = readers(db, Shown::Status, &pairs(false), &viewers, Reach::List).await?;
+    let moment_gone_for = readers(db, Shown::Moment, &pairs(true), &viewers, Reach::List).await?;
 
     // An account gone: its one event is for everyone asked, or for the one
     // friend it names; in every scope (it only evicts).
@@ -113,9 +146,11 @@ pub async fn admit<C: ConnectionTrait>(
                 None => Some(&everyone),
             },
             Kind::FriendshipChanged | Kind::TrayChanged => e.viewer.and_then(|v| one_of.get(&v)),
-            Kind::StatusCreated => created_for.get(&e.subject),
-            Kind::StatusSeen => seen_for.get(&e.subject),
-            Kind::MomentCreated | Kind::MomentRestored => moments_for.get(&e.subject),
+            Kind::StatusCreated => status_pair(&e.subject).and_then(|p| created_for.get(&p)),
+            Kind::StatusSeen => status_pair(&e.subject).and_then(|p| seen_for.get(&p)),
+            Kind::MomentCreated | Kind::MomentRestored => {
+                moment_pair(&e.subject).and_then(|p| moments_for.get(&p))
+            }
             Kind::StatusDeleted => status_gone_for.get(&(e.author, e.audience.clone())),
             Kind::MomentDeleted => moment_gone_for.get(&(e.author, e.audience.clone())),
         }
@@ -148,29 +183,17 @@ pub async fn admit<C: ConnectionTrait>(
         events.sort_unstable();
     }
     // The rows shown, once for everyone: only those someone hears of.
-    let statuses = subjects(events, &heard, &[Kind::StatusCreated, Kind::StatusSeen]);
-    if !statuses.is_empty() {
-        let rows: Vec<status_row::Model> = db::fetch_all(
-            db,
-            Sql::new("SELECT s.* FROM statuses s WHERE s.id IN (")
-                .list(statuses)
-                .push(")"),
-        )
-        .await?;
-        admitted.statuses = rows.into_iter().map(|s| (s.id, Arc::new(s))).collect();
-    }
-    let moments = subjects(events, &heard, &[Kind::MomentCreated, Kind::MomentRestored]);
-    if !moments.is_empty() {
-        let rows: Vec<moment_row::Model> = db::fetch_all(
-            db,
-            // With every like counted: each viewer's own count is made
-            // from it below ([`hidden_likes`]).
-            Sql::new("SELECT m.* FROM moments m WHERE m.id IN (")
-                .list(moments)
-                .push(")"),
-        )
-        .await?;
-        admitted.moments = rows.into_iter().map(|m| (m.id, Arc::new(m))).collect();
+    let statuses_heard = subjects(events, &heard, &[Kind::StatusCreated, Kind::StatusSeen]);
+    admitted.statuses = statuses_heard
+        .iter()
+        .filter_map(|id| statuses.get(id).map(|s| (*id, s.clone())))
+        .collect();
+    let moments_heard = subjects(events, &heard, &[Kind::MomentCreated, Kind::MomentRestored]);
+    if !moments_heard.is_empty() {
+        admitted.moments = moments_heard
+            .iter()
+            .filter_map(|id| moment_rows.get(id).map(|m| (*id, m.clone())))
+            .collect();
         let liked: Vec<i64> = admitted
             .moments
             .values()
@@ -193,6 +216,30 @@ pub async fn admit<C: ConnectionTrait>(
         admitted.hidden_likes = hidden_likes(db, &liked, &hearers).await?;
     }
     Ok(admitted)
+}
+
+/// The rows of `from` (a table and its alias) among `ids` that `live`
+/// keeps; none asked for, no statement.
+async fn live_rows<M: FromQueryResult, C: ConnectionTrait>(
+    db: &C,
+    from: &str,
+    ids: &[i64],
+    live: Sql,
+) -> AppResult<Vec<M>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let alias = from.rsplit(' ').next().unwrap_or(from);
+    db::fetch_all(
+        db,
+        Sql::new(&format!(
+            "SELECT {alias}.* FROM {from} WHERE {alias}.id IN ("
+        ))
+        .list(ids.iter().copied())
+        .push(") AND ")
+        .append(live),
+    )
+    .await
 }
 
 /// The last event of a page that changes one viewer's tray entry of one
@@ -304,7 +351,7 @@ async fn hidden_likes<C: ConnectionTrait>(
         .append(likes(Who::User(0)))
         .push(" GROUP BY hl.moment_id")
     };
-    let signed_in = |_, chunk: &[i64]| {
+    let signed_in = |chunk: &[i64]| {
         Sql::new(
             "SELECT hl.moment_id AS moment, w.id AS viewer, CAST(COUNT(*) AS BIGINT) AS n \
              FROM users w CROSS JOIN moment_likes hl WHERE w.id IN (",
@@ -346,118 +393,33 @@ enum Shown {
     Moment,
 }
 
-/// Per subject: the viewers who hear of it, and whether its author is
-/// theirs (themselves or a friend).
-type Verdicts = HashMap<i64, HashMap<i64, bool>>;
-/// The same per (author, audience) of gone content.
+/// Per (author, audience) of content: the viewers who may read it, and
+/// whether its author is theirs (themselves or a friend).
 type PairVerdicts = HashMap<(i64, String), HashMap<i64, bool>>;
 
-#[derive(Debug, FromQueryResult)]
-struct ReaderRow {
-    subject: i64,
-    viewer: i64,
-    in_friends: bool,
+impl Shown {
+    /// The column of who it is for.
+    fn audience(self) -> &'static str {
+        match self {
+            Shown::Status => "audience",
+            Shown::Moment => "visibility",
+        }
+    }
+
+    /// The audience rule of content whose author and audience are the
+    /// columns of `alias` (liveness aside).
+    fn rule(self, alias: &str, who: Who<'_>, reach: Reach) -> Sql {
+        match self {
+            Shown::Status => visibility::visible_status(alias, who, reach),
+            Shown::Moment => visibility::visible_moment(alias, who, reach),
+        }
+    }
 }
 
-/// Which of `viewers` may read each of the live statuses or moments `ids`
-/// at `now`, read this way.
-async fn readers<C: ConnectionTrait>(
-    db: &C,
-    shown: Shown,
-    ids: &[i64],
-    viewers: &[i64],
-    reach: Reach,
-    now: Millis,
-) -> AppResult<Verdicts> {
-    let mut out = Verdicts::new();
-    if ids.is_empty() || viewers.is_empty() {
-        return Ok(out);
-    }
-    let (table, alias) = match shown {
-        Shown::Status => ("statuses", "s"),
-        Shown::Moment => ("moments", "m"),
-    };
-    let rule = |who: Who<'_>| match shown {
-        Shown::Status => status::readable(alias, now, who, reach),
-        Shown::Moment => moment::readable(alias, now, who, reach),
-    };
-    let author = format!("{alias}.author_id");
-    let anonymous = || {
-        Sql::new(&format!(
-            "SELECT {alias}.id AS subject, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM {table} {alias} WHERE {alias}.id IN ("
-        ))
-        .list(ids.iter().copied())
-        .push(") AND ")
-        .append(rule(Who::User(0)))
-    };
-    let audience = match shown {
-        Shown::Status => format!("{alias}.audience"),
-        Shown::Moment => format!("{alias}.visibility"),
-    };
-    // The candidates first, then the rule: anyone for public content (asked
-    // of the viewers subscribed, a thousand at a time); for the rest only
-    // its author and their friends can be readers (a close friend is a
-    // friend), found through the friendships' indexes in one statement
-    // whatever the number of viewers subscribed, and kept where subscribed.
-    let arm = |from: &str, public: bool, chunk: Option<&[i64]>| {
-        let sql = Sql::new(&format!("SELECT {alias}.id AS subject, w.id AS viewer, "))
-            .append(visibility::scope(
-                Scope::Friends,
-                &author,
-                Who::Column("w.id"),
-            ))
-            .push(&format!(
-                " AS in_friends FROM {table} {alias} {from} WHERE {alias}.id IN ("
-            ))
-            .list(ids.iter().copied())
-            .push(&format!(
-                ") AND {audience} {} 'PUBLIC' AND ",
-                if public { "=" } else { "<>" }
-            ));
-        match chunk {
-            Some(chunk) => sql
-                .push("w.id IN (")
-                .list(chunk.iter().copied())
-                .push(") AND "),
-            None => sql,
-        }
-        .append(rule(Who::Column("w.id")))
-    };
-    let friends = |near: &str, far: &str| {
-        let from = format!(
-            "JOIN friendships f ON f.{near} = {author} AND f.accepted_at IS NOT NULL \
-             JOIN users w ON w.id = f.{far}"
-        );
-        arm(&from, false, None)
-    };
-    let theirs = || {
-        [
-            arm(&format!("JOIN users w ON w.id = {author}"), false, None),
-            friends("low_id", "high_id"),
-            friends("high_id", "low_id"),
-        ]
-    };
-    // The first thousand's public arm and the friends' arms in one
-    // statement; the other thousands' public arms one each. The friends'
-    // arms find friends whether subscribed or not: only the asked are kept.
-    let signed_in = |i: usize, chunk: &[i64]| {
-        let public = arm("CROSS JOIN users w", true, Some(chunk));
-        if i == 0 {
-            Sql::join(std::iter::once(public).chain(theirs()), " UNION ALL ")
-        } else {
-            public
-        }
-    };
-    let asked: HashSet<i64> = viewers.iter().copied().collect();
-    let mut rows: Vec<ReaderRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
-    rows.retain(|r| asked.contains(&r.viewer));
-    for r in rows {
-        out.entry(r.subject)
-            .or_default()
-            .insert(r.viewer, r.in_friends);
-    }
-    Ok(out)
-}
+/// Signed-in viewers up to which the friends' arms are asked of those
+/// viewers alone (a catch-up decides for one); above, of every friend of
+/// the authors, keeping the asked.
+const FEW: usize = 64;
 
 #[derive(Debug, FromQueryResult)]
 struct AudienceRow {
@@ -467,83 +429,118 @@ struct AudienceRow {
     in_friends: bool,
 }
 
-/// Which of `viewers` the audience of gone content (its author and the
-/// audience or visibility it had) admitted, exclusions applied as in lists.
-async fn audiences<C: ConnectionTrait>(
+/// Which of `viewers` may read content of each (author, audience) of
+/// `pairs` read this way (exclusions applied), and whether its author is
+/// theirs: the rule is asked per (pair, candidate), never per status or
+/// moment, so a page of one author's posts costs what one does. The
+/// candidates come first: for public content every viewer asked, a
+/// thousand per statement; for the rest only the author and their friends
+/// (a close friend is a friend), found through the friendships' indexes in
+/// one statement whatever the number of viewers. The pairs are a table of
+/// literals, so the planner knows how few they are.
+async fn readers<C: ConnectionTrait>(
     db: &C,
     shown: Shown,
     pairs: &[(i64, String)],
     viewers: &[i64],
+    reach: Reach,
 ) -> AppResult<PairVerdicts> {
     let mut out = PairVerdicts::new();
     if pairs.is_empty() || viewers.is_empty() {
         return Ok(out);
     }
-    // The columns the rule reads, as a derived table named `d`.
-    let audience_col = match shown {
-        Shown::Status => "audience",
-        Shown::Moment => "visibility",
-    };
-    let gone = || {
-        Sql::new("(")
+    let col = shown.audience();
+    let with_d = || {
+        Sql::new("WITH d AS (")
             .append(Sql::join(
                 pairs.iter().map(|(author, audience)| {
                     Sql::new("SELECT ")
                         .bind(*author)
                         .push(" AS author_id, ")
                         .bind(audience.clone())
-                        .push(&format!(" AS {audience_col}"))
+                        .push(&format!(" AS {col}"))
                 }),
                 " UNION ALL ",
             ))
-            .push(") d")
+            .push(") ")
     };
-    let rule = |who: Who<'_>| match shown {
-        Shown::Status => visibility::visible_status("d", who, Reach::List),
-        Shown::Moment => visibility::visible_moment("d", who, Reach::List),
-    };
-    let anonymous = || {
-        Sql::new(&format!(
-            "SELECT d.author_id, d.{audience_col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM "
-        ))
-        .append(gone())
-        .push(" WHERE ")
-        .append(rule(Who::User(0)))
-    };
-    let signed_in = |_, chunk: &[i64]| {
-        Sql::new(&format!(
-            "SELECT d.author_id, d.{audience_col} AS audience, w.id AS viewer, "
+    let arm = |from: &str, public: bool, only: Option<&[i64]>| {
+        let sql = Sql::new(&format!(
+            "SELECT d.author_id, d.{col} AS audience, w.id AS viewer, "
         ))
         .append(visibility::scope(
             Scope::Friends,
             "d.author_id",
             Who::Column("w.id"),
         ))
-        .push(" AS in_friends FROM users w CROSS JOIN ")
-        .append(gone())
-        .push(" WHERE w.id IN (")
-        .list(chunk.iter().copied())
-        .push(") AND ")
-        .append(rule(Who::Column("w.id")))
+        .push(&format!(
+            " AS in_friends FROM d {from} WHERE d.{col} {} 'PUBLIC' AND ",
+            if public { "=" } else { "<>" }
+        ));
+        match only {
+            Some(ids) => sql
+                .push("w.id IN (")
+                .list(ids.iter().copied())
+                .push(") AND "),
+            None => sql,
+        }
+        .append(shown.rule("d", Who::Column("w.id"), reach))
     };
-    let rows: Vec<AudienceRow> = ask_viewers(db, viewers, anonymous, signed_in).await?;
-    for r in rows {
-        out.entry((r.author_id, r.audience))
-            .or_default()
-            .insert(r.viewer, r.in_friends);
+    let friends = |near: &str, far: &str, only| {
+        arm(
+            &format!(
+                "JOIN friendships f ON f.{near} = d.author_id AND f.accepted_at IS NOT NULL \
+                 JOIN users w ON w.id = f.{far}"
+            ),
+            false,
+            only,
+        )
+    };
+    let public = pairs.iter().any(|(_, a)| a == "PUBLIC");
+    let private = pairs.iter().any(|(_, a)| a != "PUBLIC");
+    let others: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    let mut statements = Vec::new();
+    if public && viewers.contains(&0) {
+        statements.push(with_d().push(&format!(
+            "SELECT d.author_id, d.{col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM d WHERE "
+        )).append(shown.rule("d", Who::User(0), reach)));
+    }
+    if private && !others.is_empty() {
+        let only = (others.len() <= FEW).then_some(&others[..]);
+        statements.push(with_d().append(Sql::join(
+            [
+                arm("JOIN users w ON w.id = d.author_id", false, only),
+                friends("low_id", "high_id", only),
+                friends("high_id", "low_id", only),
+            ],
+            " UNION ALL ",
+        )));
+    }
+    if public {
+        for chunk in others.chunks(VIEWER_CHUNK) {
+            statements.push(with_d().append(arm("CROSS JOIN users w", true, Some(chunk))));
+        }
+    }
+    let asked: HashSet<i64> = viewers.iter().copied().collect();
+    for sql in statements {
+        let rows: Vec<AudienceRow> = db::fetch_all(db, sql).await?;
+        for r in rows.into_iter().filter(|r| asked.contains(&r.viewer)) {
+            out.entry((r.author_id, r.audience))
+                .or_default()
+                .insert(r.viewer, r.in_friends);
+        }
     }
     Ok(out)
 }
 
 /// The rows of `anonymous()` if the anonymous viewer (0) is among
-/// `viewers`, and of `signed_in(i, chunk)` for each thousand of the others
-/// (the `i`th): one statement per kind of viewer per thousand, whatever
-/// their number.
+/// `viewers`, and of `signed_in(chunk)` for each thousand of the others:
+/// one statement per kind of viewer per thousand, whatever their number.
 async fn ask_viewers<C, R>(
     db: &C,
     viewers: &[i64],
     anonymous: impl Fn() -> Sql,
-    signed_in: impl Fn(usize, &[i64]) -> Sql,
+    signed_in: impl Fn(&[i64]) -> Sql,
 ) -> AppResult<Vec<R>>
 where
     C: ConnectionTrait,
@@ -554,8 +551,8 @@ where
         rows.extend(db::fetch_all::<R, C>(db, anonymous()).await?);
     }
     let others: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
-    for (i, chunk) in others.chunks(VIEWER_CHUNK).enumerate() {
-        rows.extend(db::fetch_all::<R, C>(db, signed_in(i, chunk)).await?);
+    for chunk in others.chunks(VIEWER_CHUNK) {
+        rows.extend(db::fetch_all::<R, C>(db, signed_in(chunk)).await?);
     }
     Ok(rows)
 }
