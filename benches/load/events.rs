@@ -242,7 +242,7 @@ async fn tray(
         let token = bench.token(i as i64 + 1);
         let (told, subscribed) = (told.clone(), subscribed.clone());
         tasks.push(tokio::spawn(async move {
-            tray_subscriber(&url, &token, told, subscribed, permit).await;
+            tray_subscriber(&url, &token, told, subscribed, permit, phone(i)).await;
         }));
     }
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -269,14 +269,23 @@ async fn tray(
     result
 }
 
+/// The loopback address subscriber `i` of the live tray comes from
+/// (127.1.0.1 and up): each is a phone of its own, so the server's
+/// per-client pacing of catch-ups applies per subscriber, as it would.
+fn phone(i: usize) -> std::net::Ipv4Addr {
+    let i = u32::try_from(i).expect("subscriber index");
+    std::net::Ipv4Addr::from(0x7f01_0001 + i / 250 * 256 + i % 250)
+}
+
 /// One signed-in subscriber of `events` that selects what a live tray
-/// needs; counts the tray events it is told.
+/// needs, from its own address; counts the tray events it is told.
 async fn tray_subscriber(
     url: &str,
     token: &str,
     told: Arc<AtomicU64>,
     subscribed: Arc<AtomicUsize>,
     permit: tokio::sync::OwnedSemaphorePermit,
+    source: std::net::Ipv4Addr,
 ) {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
@@ -284,7 +293,7 @@ async fn tray_subscriber(
         ... on StatusCreatedEvent { status { id } } \
         ... on StoryTrayEntryChangedEvent { entry { id latestCreatedAt storyCount hasUnseen } } \
         ... on StoryTrayEntryRemovedEvent { entryId } } }";
-    let mut socket = crate::subs::connect(url).await;
+    let mut socket = crate::subs::connect_from(url, Some(source)).await;
     let send = |v: Value| Message::Text(v.to_string().into());
     let init = json!({ "type": "connection_init", "payload": { "authorization": format!("Bearer {token}") } });
     socket.send(send(init)).await.expect("connection_init");

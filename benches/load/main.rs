@@ -103,6 +103,10 @@ pub struct Opts {
     /// Where databases, logs and scripts go.
     #[arg(long, default_value = "target/bench")]
     pub work_dir: PathBuf,
+    /// Keep each PostgreSQL database the harness seeded (named in the
+    /// progress lines) instead of dropping it, to look at plans afterwards.
+    #[arg(long)]
+    pub keep: bool,
     /// Slow-body connections of the attack part.
     #[arg(long, default_value_t = 200)]
     pub attack_slow: usize,
@@ -148,6 +152,7 @@ impl Opts {
             attack_flood_rate: 200.0,
             skip: Vec::new(),
             queries: Vec::new(),
+            keep: false,
             bench: false,
         }
     }
@@ -253,7 +258,7 @@ async fn run(opts: &Opts) -> Report {
                 }
             }
         }
-        bench.finish().await;
+        bench.finish(opts.keep).await;
     }
     report
 }

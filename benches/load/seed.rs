@@ -446,10 +446,15 @@ impl Bench {
         (1..=n).map(|i| 1 + (i * 7919) % users).collect()
     }
 
-    /// Drops the PostgreSQL database (SQLite's file stays for inspection).
-    pub async fn finish(self) {
+    /// Drops the PostgreSQL database unless `keep` (SQLite's file stays
+    /// for inspection).
+    pub async fn finish(self, keep: bool) {
         let _ = self.conn.close().await;
         if let Some((admin, name)) = self.admin {
+            if keep {
+                eprintln!("  kept database {name}");
+                return;
+            }
             let _ = admin
                 .execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
                 .await;

@@ -132,14 +132,45 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
 pub async fn connect(
     url: &str,
 ) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    connect_from(url, None).await
+}
+
+/// A `graphql-transport-ws` connection to `url` from the loopback address
+/// `source` (any, where `None`): a subscriber that stands for one phone
+/// comes from an address of its own, as phones do.
+pub async fn connect_from(
+    url: &str,
+    source: Option<std::net::Ipv4Addr>,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
     let mut request = url.into_client_request().expect("ws request");
     request.headers_mut().insert(
         "Sec-WebSocket-Protocol",
         "graphql-transport-ws".parse().expect("header"),
     );
-    let (socket, _) = tokio_tungstenite::connect_async(request)
+    let Some(source) = source else {
+        let (socket, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket connect (raise `ulimit -n`?)");
+        return socket;
+    };
+    let uri = request.uri();
+    let server = format!(
+        "{}:{}",
+        uri.host().expect("ws host"),
+        uri.port_u16().expect("ws port")
+    );
+    let socket = tokio::net::TcpSocket::new_v4().expect("tcp socket");
+    socket
+        .bind(std::net::SocketAddr::from((source, 0)))
+        .expect("bind a loopback source address");
+    let stream = socket
+        .connect(server.parse().expect("server address"))
         .await
         .expect("websocket connect (raise `ulimit -n`?)");
+    let stream = tokio_tungstenite::MaybeTlsStream::Plain(stream);
+    let (socket, _) = tokio_tungstenite::client_async(request, stream)
+        .await
+        .expect("websocket handshake");
     socket
 }
 
