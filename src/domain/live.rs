@@ -58,16 +58,16 @@ pub async fn admit<C: ConnectionTrait>(
     let created = subjects(events, &every, &[Kind::StatusCreated]);
     let seen = subjects(events, &every, &[Kind::StatusSeen]);
     let moments = subjects(events, &every, &[Kind::MomentCreated, Kind::MomentRestored]);
-    let pairs = |moment: bool| -> Vec<(i64, String)> {
-        let set: HashSet<(i64, String)> = events
-            .iter()
-            .filter(|e| {
-                e.kind.is_moment() == moment
-                    && matches!(e.kind, Kind::StatusDeleted | Kind::MomentDeleted)
-            })
-            .map(|e| (e.author, e.audience.clone()))
-            .collect();
-        set.into_iter().collect()
+    let gone = |moment: bool| {
+        distinct(
+            events
+                .iter()
+                .filter(|e| {
+                    e.kind.is_moment() == moment
+                        && matches!(e.kind, Kind::StatusDeleted | Kind::MomentDeleted)
+                })
+                .map(|e| (e.author, e.audience.clone())),
+        )
     };
     let seers: Vec<i64> = events
         .iter()
@@ -83,7 +83,7 @@ pub async fn admit<C: ConnectionTrait>(
     // they are what those who hear of them are shown.
     let ids: Vec<i64> = created.iter().chain(&seen).copied().collect();
     let statuses: HashMap<i64, Arc<status_row::Model>> =
-        live_rows::<status_row::Model, _>(db, "statuses s", &ids, live_status("s", now))
+        live_rows::<status_row::Model, _>(db, ("statuses", "s"), &ids, live_status("s", now))
             .await?
             .into_iter()
             .map(|s| (s.id, Arc::new(s)))
@@ -91,7 +91,7 @@ pub async fn admit<C: ConnectionTrait>(
     // With every like counted: each viewer's own count is made from it
     // below ([`hidden_likes`]).
     let moment_rows: HashMap<i64, Arc<moment_row::Model>> =
-        live_rows::<moment_row::Model, _>(db, "moments m", &moments, live_moment("m", now))
+        live_rows::<moment_row::Model, _>(db, ("moments", "m"), &moments, live_moment("m", now))
             .await?
             .into_iter()
             .map(|m| (m.id, Arc::new(m)))
@@ -102,19 +102,15 @@ pub async fn admit<C: ConnectionTrait>(
             .get(id)
             .map(|m| (m.author_id, m.visibility.clone()))
     };
-    let distinct = |pairs: Vec<(i64, String)>| -> Vec<(i64, String)> {
-        let set: HashSet<(i64, String)> = pairs.into_iter().collect();
-        set.into_iter().collect()
-    };
-    let created_pairs = distinct(created.iter().filter_map(status_pair).collect());
-    let seen_pairs = distinct(seen.iter().filter_map(status_pair).collect());
-    let moment_pairs = distinct(moments.iter().filter_map(moment_pair).collect());
+    let created_pairs = distinct(created.iter().filter_map(status_pair));
+    let seen_pairs = distinct(seen.iter().filter_map(status_pair));
+    let moment_pairs = distinct(moments.iter().filter_map(moment_pair));
 
     let created_for = readers(db, Shown::Status, &created_pairs, &viewers, Reach::List).await?;
     let seen_for = readers(db, Shown::Status, &seen_pairs, &seers, Reach::Direct).await?;
     let moments_for = readers(db, Shown::Moment, &moment_pairs, &viewers, Reach::List).await?;
-    let status_gone_for = readers(db, Shown::Status, &pairs(false), &viewers, Reach::List).await?;
-    let moment_gone_for = readers(db, Shown::Moment, &pairs(true), &viewers, Reach::List).await?;
+    let status_gone_for = readers(db, Shown::Status, &gone(false), &viewers, Reach::List).await?;
+    let moment_gone_for = readers(db, Shown::Moment, &gone(true), &viewers, Reach::List).await?;
 
     // An account gone: its one event is for everyone asked, or for the one
     // friend it names; in every scope (it only evicts).
@@ -218,22 +214,27 @@ pub async fn admit<C: ConnectionTrait>(
     Ok(admitted)
 }
 
-/// The rows of `from` (a table and its alias) among `ids` that `live`
-/// keeps; none asked for, no statement.
+/// The distinct (author, audience) pairs of `pairs`.
+fn distinct(pairs: impl Iterator<Item = (i64, String)>) -> Vec<(i64, String)> {
+    let set: HashSet<(i64, String)> = pairs.collect();
+    set.into_iter().collect()
+}
+
+/// The rows of `table` (as `alias`) among `ids` that `live` keeps; none
+/// asked for, no statement.
 async fn live_rows<M: FromQueryResult, C: ConnectionTrait>(
     db: &C,
-    from: &str,
+    (table, alias): (&str, &str),
     ids: &[i64],
     live: Sql,
 ) -> AppResult<Vec<M>> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let alias = from.rsplit(' ').next().unwrap_or(from);
     db::fetch_all(
         db,
         Sql::new(&format!(
-            "SELECT {alias}.* FROM {from} WHERE {alias}.id IN ("
+            "SELECT {alias}.* FROM {table} {alias} WHERE {alias}.id IN ("
         ))
         .list(ids.iter().copied())
         .push(") AND ")

@@ -151,6 +151,22 @@ fn is_close_friend_of(author: &str, who: Who<'_>) -> Sql {
     }
 }
 
+/// The relation kinds that exclude an account from what a viewer reads of
+/// `content` this way: those the viewer set on the account, and those the
+/// account set on the viewer (see the module doc). Both forms of the rule
+/// ([`excluded`], [`not_excluded`] for a column) read them here.
+fn exclusion_kinds(content: Content, reach: Reach) -> (Vec<&'static str>, Vec<&'static str>) {
+    let mut mine = vec![kind::BLOCK];
+    if reach == Reach::List && content != Content::Person {
+        mine.push(kind::MUTE);
+    }
+    let mut theirs = vec![kind::BLOCK];
+    if content == Content::Status {
+        theirs.push(kind::HIDE);
+    }
+    (mine, theirs)
+}
+
 /// SQL for the ids of the accounts whose `content` `who` never sees when
 /// reading it this way (a subquery body; see the module doc).
 pub fn excluded(who: Who<'_>, content: Content, reach: Reach) -> Sql {
@@ -158,20 +174,15 @@ pub fn excluded(who: Who<'_>, content: Content, reach: Reach) -> Sql {
         "SELECT x.id FROM users x WHERE x.suspended_at IS NOT NULL",
     )];
     if !who.anonymous() {
-        let theirs = |column: &str, k: &str, mine: &str| {
+        let related = |column: &str, k: &str, side: &str| {
             Sql::new(&format!(
-                "SELECT r.{column} FROM user_relations r WHERE r.kind = '{k}' AND r.{mine} = "
+                "SELECT r.{column} FROM user_relations r WHERE r.kind = '{k}' AND r.{side} = "
             ))
             .append(who.sql())
         };
-        parts.push(theirs("object_id", kind::BLOCK, "subject_id"));
-        parts.push(theirs("subject_id", kind::BLOCK, "object_id"));
-        if content == Content::Status {
-            parts.push(theirs("subject_id", kind::HIDE, "object_id"));
-        }
-        if reach == Reach::List && content != Content::Person {
-            parts.push(theirs("object_id", kind::MUTE, "subject_id"));
-        }
+        let (mine, theirs) = exclusion_kinds(content, reach);
+        parts.extend(mine.iter().map(|k| related("object_id", k, "subject_id")));
+        parts.extend(theirs.iter().map(|k| related("subject_id", k, "object_id")));
     }
     Sql::join(parts, " UNION ALL ")
 }
@@ -187,16 +198,7 @@ pub fn not_excluded(col: &str, who: Who<'_>, content: Content, reach: Reach) -> 
             .append(excluded(who, content, reach))
             .push(")");
     };
-    // The kinds by which the viewer excludes the account, and by which the
-    // account excludes the viewer.
-    let mut mine = vec![kind::BLOCK];
-    if reach == Reach::List && content != Content::Person {
-        mine.push(kind::MUTE);
-    }
-    let mut theirs = vec![kind::BLOCK];
-    if content == Content::Status {
-        theirs.push(kind::HIDE);
-    }
+    let (mine, theirs) = exclusion_kinds(content, reach);
     let kinds = |k: &[&str]| {
         k.iter()
             .map(|k| format!("'{k}'"))
