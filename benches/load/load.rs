@@ -51,6 +51,9 @@ pub struct HttpResult {
     pub rate: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
+    /// Latency with `concurrency` in flight (the closed loop).
+    pub closed_p50_ms: f64,
+    pub closed_p99_ms: f64,
     /// CPU per answered request in the closed loop, in µs: the server's own
     /// and, on PostgreSQL, the database's.
     pub cpu_us: f64,
@@ -250,11 +253,23 @@ fn ms(h: &Histogram<u64>, q: f64) -> f64 {
 }
 
 /// Counts of one loop.
-#[derive(Default)]
 pub struct Tally {
     pub ok: u64,
     pub errors: u64,
     pub first_error: Option<String>,
+    /// Each request's time, in µs (the closed loop's).
+    pub latency: Histogram<u64>,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self {
+            ok: 0,
+            errors: 0,
+            first_error: None,
+            latency: histogram(),
+        }
+    }
 }
 
 impl Tally {
@@ -285,7 +300,11 @@ pub async fn closed_loop(
             let mut tally = Tally::default();
             let mut n = worker;
             while Instant::now() < deadline {
-                tally.add(client.send(&bodies[n % bodies.len()]).await);
+                let sent = Instant::now();
+                let r = client.send(&bodies[n % bodies.len()]).await;
+                let us = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                tally.latency.saturating_record(us);
+                tally.add(r);
                 n += concurrency;
             }
             tally
@@ -296,6 +315,10 @@ pub async fn closed_loop(
         let t = t.await.expect("worker");
         total.ok += t.ok;
         total.errors += t.errors;
+        total
+            .latency
+            .add(&t.latency)
+            .expect("histograms of one shape");
         if total.first_error.is_none() {
             total.first_error = t.first_error;
         }
@@ -399,6 +422,8 @@ async fn drive(server: &Server, query: &Query, opts: &Opts, rates: &mut Rates) -
         rate,
         p50_ms: ms(&latency, 0.5),
         p99_ms: ms(&latency, 0.99),
+        closed_p50_ms: ms(&closed.latency, 0.5),
+        closed_p99_ms: ms(&closed.latency, 0.99),
         cpu_us,
         server_cpu_us,
         errors: closed.errors + open.errors,

@@ -4,12 +4,17 @@
 //! per word, so that a prefix is a range of one btree on either database.
 //!
 //! A search matches users with, for every word of its text, a name word
-//! that begins with it. The longest word of the text walks the index (the
-//! other words are checked per candidate), so a page reads the rows of one
-//! range from its cursor on, never the table. Friends come first, then
-//! everyone else; within each, users in the order of their first matching
-//! word (an exact word first, then alphabetically), then by id. Accounts
-//! blocked either way and suspended ones are left out, as everywhere.
+//! that begins with it. One word of the text walks the index (the other
+//! words are checked per candidate), so a page reads the rows of one range
+//! from its cursor on, never the table. Which word walks is decided on the
+//! first page by a sample: the first [`SAMPLE`] index rows of each word's
+//! range, and how many of them the other words match; the word whose rows
+//! match most often walks (the longest among equals), and the cursors carry
+//! it, so later pages walk the same range in the same order. Friends come
+//! first, then everyone else; within each, users in the order of their first
+//! word in the walking range (an exact word first, then alphabetically), then
+//! by id. Accounts blocked either way and suspended ones are left out, as
+//! everywhere.
 
 use std::collections::BTreeSet;
 
@@ -31,9 +36,13 @@ pub const MAX_QUERY_WORDS: usize = 4;
 /// the other words of the text): what bounds a search whose words are
 /// common alone and rare together.
 pub const SCAN: u64 = 1000;
+/// Index rows of each word's range the first page of a search of several
+/// words samples to choose the word that walks.
+pub const SAMPLE: i64 = 32;
 /// A stored word's length at most (longer ones are cut).
 const MAX_WORD: usize = 50;
-/// Phases of a search, the cursor's `ts`: friends, then everyone else.
+/// Phases of a search: friends, then everyone else. A cursor's `ts` is the
+/// phase plus twice the index of the word that walks.
 pub const FRIENDS: i64 = 0;
 pub const OTHERS: i64 = 1;
 
@@ -140,10 +149,12 @@ pub async fn backfill(db: &DatabaseConnection, now: Millis) -> AppResult<u64> {
     }
 }
 
-/// A checked search text: its words, the longest first.
+/// A checked search text: its words, the longest first, and the one that
+/// walks the index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Search {
     words: Vec<String>,
+    walk: usize,
 }
 
 impl Search {
@@ -168,7 +179,32 @@ impl Search {
             }
         }
         kept.truncate(MAX_QUERY_WORDS);
-        Ok(Self { words: kept })
+        Ok(Self {
+            words: kept,
+            walk: 0,
+        })
+    }
+
+    /// The same search with its `i`th word (clamped to the words there
+    /// are) walking the index.
+    pub fn walking(mut self, i: usize) -> Self {
+        self.walk = i.min(self.words.len().saturating_sub(1));
+        self
+    }
+
+    /// The word that walks the index.
+    fn walk_word(&self) -> Option<&String> {
+        self.words.get(self.walk)
+    }
+
+    /// The words checked per candidate.
+    fn others(&self) -> impl Iterator<Item = &String> {
+        let walk = self.walk;
+        self.words
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| *i != walk)
+            .map(|(_, w)| w)
     }
 
     /// What a cursor of this search is signed for: the viewer and the
@@ -205,6 +241,72 @@ fn friend_ids(viewer: i64) -> Sql {
         .push(" AND accepted_at IS NOT NULL")
 }
 
+/// The other words of `search` than its walking one are each a word of
+/// the user `col` that begins with it: each looked up by `(user_id, word)`
+/// as a scalar subquery, which PostgreSQL does not turn into a join that
+/// reads every user with that word (`EXISTS` it does).
+fn has_others(search: &Search, col: &str) -> Sql {
+    let mut sql = Sql::new("1 = 1");
+    for other in search.others() {
+        sql = sql
+            .push(&format!(
+                " AND (SELECT o.user_id FROM user_words o WHERE o.user_id = {col} AND "
+            ))
+            .append(begins("o.word", other))
+            .push(" LIMIT 1) IS NOT NULL");
+    }
+    sql
+}
+
+#[derive(FromQueryResult)]
+struct Sampled {
+    walk: i64,
+    matched: i64,
+}
+
+/// The statement of the sample that chooses the walking word: for each
+/// word, how many of the first [`SAMPLE`] rows of its range the other words
+/// match. `None` for fewer than two words (there is nothing to choose).
+pub fn sample_query(search: &Search) -> Option<Sql> {
+    if search.words.len() < 2 {
+        return None;
+    }
+    let mut sql = Sql::new("");
+    for i in 0..search.words.len() {
+        let walking = search.clone().walking(i);
+        if i > 0 {
+            sql = sql.push(" UNION ALL ");
+        }
+        sql = sql
+            .push("SELECT ")
+            .bind(i64::try_from(i).unwrap_or(i64::MAX))
+            .push(" AS walk, (SELECT COUNT(*) FROM (SELECT s.user_id FROM user_words s WHERE ")
+            .append(begins("s.word", &search.words[i]))
+            .push(" ORDER BY s.word, s.user_id LIMIT ")
+            .bind(SAMPLE)
+            .push(") h WHERE ")
+            .append(has_others(&walking, "h.user_id"))
+            .push(") AS matched");
+    }
+    Some(sql)
+}
+
+/// `search` with the word that walks chosen by [`sample_query`]: the one
+/// whose first rows the other words match most often (the longest among
+/// equals); one statement, none for a single word.
+pub async fn choose_walk<C: ConnectionTrait>(db: &C, search: Search) -> AppResult<Search> {
+    let Some(sql) = sample_query(&search) else {
+        return Ok(search);
+    };
+    let sampled: Vec<Sampled> = db::fetch_all(db, sql).await?;
+    let best = sampled
+        .iter()
+        .max_by(|a, b| a.matched.cmp(&b.matched).then(b.walk.cmp(&a.walk)))
+        .and_then(|s| usize::try_from(s.walk).ok())
+        .unwrap_or(0);
+    Ok(search.walking(best))
+}
+
 /// One phase's page: `limit` + 1 users at most, after `after` (a user id
 /// of this phase).
 async fn phase<C: ConnectionTrait>(
@@ -230,7 +332,7 @@ pub fn phase_query(
     after: Option<i64>,
     limit: u64,
 ) -> Option<Sql> {
-    let walk = search.words.first()?;
+    let walk = search.walk_word()?;
     let mut candidates = Sql::new("SELECT w.word, w.user_id FROM ");
     candidates = match (phase, viewer) {
         (FRIENDS, Some(v)) => candidates
@@ -270,16 +372,8 @@ pub fn phase_query(
              SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
         )
         .append(begins("d.word", walk))
-        .push(" AND d.word < c.word)");
-    // Each other word is looked up per candidate, by `(user_id, word)`: a
-    // scalar subquery, which PostgreSQL does not turn into a join that
-    // reads every user with that word (`EXISTS` it does).
-    for other in &search.words[1..] {
-        sql = sql
-            .push(" AND (SELECT o.user_id FROM user_words o WHERE o.user_id = c.user_id AND ")
-            .append(begins("o.word", other))
-            .push(" LIMIT 1) IS NOT NULL");
-    }
+        .push(" AND d.word < c.word) AND ")
+        .append(has_others(search, "c.user_id"));
     if let (OTHERS, Some(v)) = (phase, viewer) {
         // The viewer's friends were the first phase: read once, not per row.
         sql = sql
@@ -296,28 +390,38 @@ pub fn phase_query(
 }
 
 /// A page of the users `search` finds for `viewer`: friends first (for a
-/// signed-in viewer), then everyone else; at most two statements.
+/// signed-in viewer), then everyone else; at most three statements (the
+/// sample that chooses the walking word, on a first page of several words;
+/// friends; everyone else).
 pub async fn page<C: ConnectionTrait>(
     db: &C,
-    search: &Search,
+    search: Search,
     viewer: Option<i64>,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let (mut at, mut after) = match q.after {
-        Some(Key { ts, id }) => (ts.clamp(FRIENDS, OTHERS), Some(id)),
-        None if viewer.is_some() => (FRIENDS, None),
-        None => (OTHERS, None),
+    let (search, mut at, mut after) = match q.after {
+        Some(Key { ts, id }) => {
+            let ts = ts.max(0);
+            let walk = usize::try_from(ts / 2).unwrap_or(usize::MAX);
+            (search.walking(walk), ts % 2, Some(id))
+        }
+        None => {
+            let phase = if viewer.is_some() { FRIENDS } else { OTHERS };
+            (choose_walk(db, search).await?, phase, None)
+        }
     };
+    let walk = i64::try_from(search.walk).unwrap_or(0);
     let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
     let mut items = Vec::new();
     loop {
         let left = limit - items.len();
-        let rows = phase(db, search, viewer, at, after, left as u64).await?;
+        let rows = phase(db, &search, viewer, at, after, left as u64).await?;
         let more = rows.len() > left;
+        let ts = at + 2 * walk;
         items.extend(
             rows.into_iter()
                 .take(left)
-                .map(|p| (Key { ts: at, id: p.id }, p)),
+                .map(|p| (Key { ts, id: p.id }, p)),
         );
         if more || at == OTHERS || items.len() == limit {
             return Ok(Page {
@@ -364,6 +468,8 @@ mod tests {
         assert!(Search::parse(&"a".repeat(51)).is_err());
         assert!(Search::parse(&"é".repeat(50)).is_ok());
         assert_eq!(Search::parse("!!").unwrap().words, Vec::<String>::new());
+        assert_eq!(Search::parse("!!").unwrap().walking(3).walk, 0);
+        assert_eq!(Search::parse("a b").unwrap().walking(7).walk, 1);
         assert_eq!(
             Search::parse("Al ALICE sm b c d e").unwrap().words,
             ["alice", "sm", "b", "c"].map(String::from)

@@ -607,6 +607,11 @@ async fn search_walks_its_index(app: &TestApp) {
             search::phase_query(&two, Some(me), search::OTHERS, None, 20),
         ),
         (
+            "two words, the shorter walking",
+            search::phase_query(&two.clone().walking(1), Some(me), search::OTHERS, None, 20),
+        ),
+        ("the sample of two words", search::sample_query(&two)),
+        (
             "friends",
             search::phase_query(&one, Some(me), search::FRIENDS, None, 20),
         ),
@@ -702,4 +707,29 @@ async fn search_walks_its_index(app: &TestApp) {
         .ok(viewer.token(), SEARCH, json!({ "t": "pl12", "n": 4 }))
         .await;
     assert_eq!(names(&data), ["pl12", "pl120", "pl1200", "pl12000"]);
+    // Of "Pl 7", the sample finds that every row of `7…` has `pl` and few
+    // of `pl`'s have `7…`: `7` walks, in its order, on every page.
+    let data = app
+        .ok(viewer.token(), SEARCH, json!({ "t": "Pl 7", "n": 4 }))
+        .await;
+    assert_eq!(names(&data), ["pl7", "pl70", "pl700", "pl7000"]);
+    let after = data["searchUsers"]["pageInfo"]["endCursor"].clone();
+    let data = app
+        .ok(
+            viewer.token(),
+            SEARCH,
+            json!({ "t": "Pl 7", "n": 3, "a": after }),
+        )
+        .await;
+    assert_eq!(names(&data), ["pl7001", "pl7002", "pl7003"]);
+    // A rare short word is found though the long one's first 1,000 index
+    // rows (all of 20,000 `pl`) do not hold it.
+    let q = app.sign_up("plq").await;
+    app.ok(q.token(), UPDATE, json!({ "i": { "displayName": "Q" } }))
+        .await;
+    let data = app
+        .ok(viewer.token(), SEARCH, json!({ "t": "pl q", "n": 4 }))
+        .await;
+    assert_eq!(names(&data), ["plq"]);
+    assert_eq!(data["searchUsers"]["pageInfo"]["hasNextPage"], false);
 }

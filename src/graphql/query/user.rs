@@ -66,7 +66,7 @@ impl UserQuery {
         let v = viewer(ctx).id();
         let list = List(CursorKind::UserSearch, found.owner(v));
         let q = forward_query(ctx, list, first, after, 20)?;
-        let page = search::page(db(ctx)?, &found, v, &q).await?;
+        let page = search::page(db(ctx)?, found, v, &q).await?;
         user_connection(ctx, list, page).await
     }
 
