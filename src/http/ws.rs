@@ -25,7 +25,7 @@ use async_graphql::{Data, Executor, Response};
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use futures_util::future::BoxFuture;
 use futures_util::stream::{AbortHandle, Abortable, BoxStream, SelectAll};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -68,12 +68,27 @@ struct Out {
 }
 
 impl Out {
+    /// A `next` (`data`) message, written straight from the response (not
+    /// through a `Value` tree: one per delivered event).
     fn next(&self, id: &str, payload: &Response) -> Message {
-        let kind = match self.protocol {
+        #[derive(serde::Serialize)]
+        struct Next<'a> {
+            r#type: &'static str,
+            id: &'a str,
+            payload: &'a Response,
+        }
+        let r#type = match self.protocol {
             Protocols::GraphQLWS => "next",
             Protocols::SubscriptionsTransportWS => "data",
         };
-        text(&json!({ "type": kind, "id": id, "payload": payload }))
+        match serde_json::to_string(&Next {
+            r#type,
+            id,
+            payload,
+        }) {
+            Ok(s) => Message::Text(s.into()),
+            Err(e) => self.error(id, &AppError::internal("writing a response", e)),
+        }
     }
 
     fn complete(id: &str) -> Message {
@@ -107,6 +122,29 @@ fn client_message(message: &Message) -> Option<serde_json::Result<ClientMessage>
         Message::Text(t) => Some(ClientMessage::from_bytes(t.as_bytes())),
         Message::Binary(b) => Some(ClientMessage::from_bytes(b)),
         _ => None,
+    }
+}
+
+/// Messages of operations that were ready together written at once, at
+/// most (then flushed).
+const MAX_COALESCED: usize = 64;
+
+/// The message for an operation's item: its next response, or, when its
+/// stream ended, `complete` (the operation forgotten). `None` for an
+/// operation stopped meanwhile.
+fn operation_message(
+    out: &Out,
+    key: u64,
+    item: Option<Response>,
+    by_id: &mut HashMap<String, (u64, AbortHandle)>,
+    by_key: &mut HashMap<u64, String>,
+) -> Option<Message> {
+    match item {
+        Some(response) => by_key.get(&key).map(|id| out.next(id, &response)),
+        None => by_key.remove(&key).map(|id| {
+            by_id.remove(&id);
+            Out::complete(&id)
+        }),
     }
 }
 
@@ -273,13 +311,30 @@ pub async fn serve(
                 }
             }
             Some((key, item)) = operations.next(), if !operations.is_empty() => {
-                match item {
-                    Some(response) => by_key.get(&key).map(|id| out.next(id, &response)),
-                    None => by_key.remove(&key).map(|id| {
-                        by_id.remove(&id);
-                        Out::complete(&id)
-                    }),
+                let first = operation_message(&out, key, item, &mut by_id, &mut by_key);
+                // What the other operations (or this one) have ready goes
+                // out in the same write: a page of the log often holds
+                // several events for one socket (a status and the tray
+                // entry it changed).
+                let mut ready = Vec::new();
+                while ready.len() < MAX_COALESCED {
+                    let Some(Some((key, item))) = operations.next().now_or_never() else {
+                        break;
+                    };
+                    ready.extend(operation_message(&out, key, item, &mut by_id, &mut by_key));
                 }
+                if !ready.is_empty() {
+                    for message in first.into_iter().chain(ready) {
+                        if sink.feed(message).await.is_err() {
+                            return;
+                        }
+                    }
+                    if sink.flush().await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                first
             }
             _ = keepalive.tick() => {
                 if heard.elapsed() > limits.keepalive * 3 {
