@@ -7,11 +7,10 @@
 //! that begins with it. One word of the text walks the index (the other
 //! words are checked per candidate), so a page reads the rows of one range
 //! from its cursor on, never the table. Which word walks is decided on the
-//! first page by a sample, in the page's own statement: the first
-//! [`SAMPLE`] index rows of each word's range, and how many of them the
-//! other words match; the word whose rows match most often walks (the
-//! longest among equals), and the cursors carry it, so later pages walk the
-//! same range in the same order. A page is one statement. Friends come
+//! first page by a sample: the first [`SAMPLE`] index rows of each word's
+//! range, and how many of them the other words match; the word whose rows
+//! match most often walks (the longest among equals), and the cursors carry
+//! it, so later pages walk the same range in the same order. Friends come
 //! first, then everyone else; within each, users in the order of their first
 //! word in the walking range (an exact word first, then alphabetically), then
 //! by id. Accounts blocked either way and suspended ones are left out, as
@@ -193,6 +192,11 @@ impl Search {
         self
     }
 
+    /// The word that walks the index.
+    fn walk_word(&self) -> Option<&String> {
+        self.words.get(self.walk)
+    }
+
     /// The words checked per candidate.
     fn others(&self) -> impl Iterator<Item = &String> {
         let walk = self.walk;
@@ -254,121 +258,81 @@ fn has_others(search: &Search, col: &str) -> Sql {
     sql
 }
 
+#[derive(FromQueryResult)]
+struct Sampled {
+    walk: i64,
+    matched: i64,
+}
+
 /// The statement of the sample that chooses the walking word: for each
 /// word, how many of the first [`SAMPLE`] rows of its range the other words
-/// match (`walk`, `matched`). `None` for fewer than two words (there is
-/// nothing to choose).
+/// match. `None` for fewer than two words (there is nothing to choose).
 pub fn sample_query(search: &Search) -> Option<Sql> {
     if search.words.len() < 2 {
         return None;
     }
-    let arms = (0..search.words.len()).map(|i| {
-        let walking = search.clone().walking(i);
-        Sql::new(&format!(
-            "SELECT CAST({i} AS BIGINT) AS walk, (SELECT COUNT(*) FROM (\
-             SELECT s.user_id FROM user_words s WHERE "
-        ))
-        .append(begins("s.word", &search.words[i]))
-        .push(" ORDER BY s.word, s.user_id LIMIT ")
-        .bind(SAMPLE)
-        .push(") h WHERE ")
-        .append(has_others(&walking, "h.user_id"))
-        .push(") AS matched")
-    });
-    Some(Sql::join(arms, " UNION ALL "))
-}
-
-/// Where a page of a search starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Start {
-    /// The word that walks; `None` on a first page: chosen in the
-    /// statement by the sample ([`sample_query`]): the word whose first rows
-    /// the other words match most often (the longest among equals).
-    pub walk: Option<usize>,
-    /// [`FRIENDS`] or [`OTHERS`]: the phase the page starts in.
-    pub phase: i64,
-    /// The user of that phase the page starts after.
-    pub after: Option<i64>,
-}
-
-/// One row of a page: the user, the word that walked and the phase.
-#[derive(FromQueryResult)]
-struct Found {
-    walk: i64,
-    phase: i64,
-    id: i64,
-    username: String,
-    display_name: Option<String>,
-    created_at: i64,
-    bio: Option<String>,
-    avatar_media_id: Option<i64>,
-}
-
-/// The statement of a page from `start`: `limit` + 1 users at most, the
-/// viewer's friends first, then everyone else, in one statement: an arm per
-/// phase, and, on a first page of several words, per word that may walk,
-/// each but the sample's choice left out by a test made once (no row of
-/// theirs is read). `None` when the search has no word.
-pub fn page_query(search: &Search, viewer: Option<i64>, start: Start, limit: u64) -> Option<Sql> {
-    if search.words.is_empty() {
-        return None;
-    }
-    let sampled = start.walk.is_none() && search.words.len() > 1;
-    let walks: Vec<usize> = match start.walk {
-        Some(w) => vec![search.clone().walking(w).walk],
-        None if sampled => (0..search.words.len()).collect(),
-        None => vec![0],
-    };
-    let phases: &[i64] = match viewer {
-        Some(_) if start.phase == FRIENDS => &[FRIENDS, OTHERS],
-        _ => &[OTHERS],
-    };
-    let mut arms = Vec::new();
-    for &walk in &walks {
-        let walking = search.clone().walking(walk);
-        for &phase in phases {
-            let after = if phase == start.phase {
-                start.after
-            } else {
-                None
-            };
-            let gate = sampled.then_some(walk);
-            arms.push(
-                Sql::new("SELECT * FROM (")
-                    .append(arm(&walking, viewer, phase, after, limit, gate))
-                    .push(&format!(") a{}", arms.len())),
-            );
-        }
-    }
     let mut sql = Sql::new("");
-    if sampled {
+    for i in 0..search.words.len() {
+        let walking = search.clone().walking(i);
+        if i > 0 {
+            sql = sql.push(" UNION ALL ");
+        }
         sql = sql
-            .push("WITH sample(walk, matched) AS (")
-            .append(sample_query(search)?)
-            .push(
-                "), pick(walk) AS (SELECT walk FROM sample ORDER BY matched DESC, walk LIMIT 1) ",
-            );
+            .push("SELECT ")
+            .bind(i64::try_from(i).unwrap_or(i64::MAX))
+            .push(" AS walk, (SELECT COUNT(*) FROM (SELECT s.user_id FROM user_words s WHERE ")
+            .append(begins("s.word", &search.words[i]))
+            .push(" ORDER BY s.word, s.user_id LIMIT ")
+            .bind(SAMPLE)
+            .push(") h WHERE ")
+            .append(has_others(&walking, "h.user_id"))
+            .push(") AS matched");
     }
-    Some(
-        sql.push("SELECT * FROM (")
-            .append(Sql::join(arms, " UNION ALL "))
-            .push(") r ORDER BY r.phase, r.word, r.id LIMIT ")
-            .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX)),
-    )
+    Some(sql)
 }
 
-/// One phase of one walking word: `limit` + 1 users at most, after `after`
-/// (a user id of this phase); with `gate`, only if the sample chose that
-/// word.
-fn arm(
+/// `search` with the word that walks chosen by [`sample_query`]: the one
+/// whose first rows the other words match most often (the longest among
+/// equals); one statement, none for a single word.
+pub async fn choose_walk<C: ConnectionTrait>(db: &C, search: Search) -> AppResult<Search> {
+    let Some(sql) = sample_query(&search) else {
+        return Ok(search);
+    };
+    let sampled: Vec<Sampled> = db::fetch_all(db, sql).await?;
+    let best = sampled
+        .iter()
+        .max_by(|a, b| a.matched.cmp(&b.matched).then(b.walk.cmp(&a.walk)))
+        .and_then(|s| usize::try_from(s.walk).ok())
+        .unwrap_or(0);
+    Ok(search.walking(best))
+}
+
+/// One phase's page: `limit` + 1 users at most, after `after` (a user id
+/// of this phase).
+async fn phase<C: ConnectionTrait>(
+    db: &C,
     search: &Search,
     viewer: Option<i64>,
     phase: i64,
     after: Option<i64>,
     limit: u64,
-    gate: Option<usize>,
-) -> Sql {
-    let walk = &search.words[search.walk];
+) -> AppResult<Vec<Profile>> {
+    match phase_query(search, viewer, phase, after, limit) {
+        Some(sql) => db::fetch_all(db, sql).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The statement of one phase's page ([`PROFILE_COLUMNS`]); `None` when
+/// the search has no word.
+pub fn phase_query(
+    search: &Search,
+    viewer: Option<i64>,
+    phase: i64,
+    after: Option<i64>,
+    limit: u64,
+) -> Option<Sql> {
+    let walk = search.walk_word()?;
     let mut candidates = Sql::new("SELECT w.word, w.user_id FROM ");
     candidates = match (phase, viewer) {
         (FRIENDS, Some(v)) => candidates
@@ -401,88 +365,74 @@ fn arm(
     candidates = candidates
         .push(" ORDER BY w.word, w.user_id LIMIT ")
         .bind(i64::try_from(SCAN).unwrap_or(i64::MAX));
-    let mut sql = Sql::new(&format!(
-        "SELECT CAST({} AS BIGINT) AS walk, CAST({phase} AS BIGINT) AS phase, c.word AS word, \
-         {PROFILE_COLUMNS} FROM (",
-        search.walk
-    ))
-    .append(candidates)
-    .push(
-        ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
-         SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
-    )
-    .append(begins("d.word", walk))
-    .push(" AND d.word < c.word) AND ")
-    .append(has_others(search, "c.user_id"));
-    if let Some(gate) = gate {
-        sql = sql.push(&format!(" AND (SELECT walk FROM pick) = {gate}"));
-    }
+    let mut sql = Sql::new(&format!("SELECT {PROFILE_COLUMNS} FROM ("))
+        .append(candidates)
+        .push(
+            ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
+             SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
+        )
+        .append(begins("d.word", walk))
+        .push(" AND d.word < c.word) AND ")
+        .append(has_others(search, "c.user_id"));
     if let (OTHERS, Some(v)) = (phase, viewer) {
-        // The viewer's friends are the other phase: read once, not per row.
+        // The viewer's friends were the first phase: read once, not per row.
         sql = sql
             .push(" AND u.id NOT IN (")
             .append(friend_ids(v))
             .push(")");
     }
-    sql.push(" AND ")
+    sql = sql
+        .push(" AND ")
         .append(visible_person("u.id", Who::User(viewer.unwrap_or(0))))
         .push(" ORDER BY c.word, c.user_id LIMIT ")
-        .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX))
+        .bind(i64::try_from(limit + 1).unwrap_or(i64::MAX));
+    Some(sql)
 }
 
 /// A page of the users `search` finds for `viewer`: friends first (for a
-/// signed-in viewer), then everyone else; one statement.
+/// signed-in viewer), then everyone else; at most three statements (the
+/// sample that chooses the walking word, on a first page of several words;
+/// friends; everyone else).
 pub async fn page<C: ConnectionTrait>(
     db: &C,
     search: Search,
     viewer: Option<i64>,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let start = match q.after {
+    let (search, mut at, mut after) = match q.after {
         Some(Key { ts, id }) => {
             let ts = ts.max(0);
-            Start {
-                walk: Some(usize::try_from(ts / 2).unwrap_or(usize::MAX)),
-                phase: ts % 2,
-                after: Some(id),
-            }
+            let walk = usize::try_from(ts / 2).unwrap_or(usize::MAX);
+            (search.walking(walk), ts % 2, Some(id))
         }
-        None => Start {
-            walk: None,
-            phase: if viewer.is_some() { FRIENDS } else { OTHERS },
-            after: None,
-        },
+        None => {
+            let phase = if viewer.is_some() { FRIENDS } else { OTHERS };
+            (choose_walk(db, search).await?, phase, None)
+        }
     };
-    let rows: Vec<Found> = match page_query(&search, viewer, start, q.limit) {
-        Some(sql) => db::fetch_all(db, sql).await?,
-        None => Vec::new(),
-    };
+    let walk = i64::try_from(search.walk).unwrap_or(0);
     let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
-    let has_next = rows.len() > limit;
-    let items = rows
-        .into_iter()
-        .take(limit)
-        .map(|f| {
-            let key = Key {
-                ts: f.phase + 2 * f.walk,
-                id: f.id,
-            };
-            let profile = Profile {
-                id: f.id,
-                username: f.username,
-                display_name: f.display_name,
-                created_at: f.created_at,
-                bio: f.bio,
-                avatar_media_id: f.avatar_media_id,
-            };
-            (key, profile)
-        })
-        .collect();
-    Ok(Page {
-        has_next,
-        has_previous: q.after.is_some(),
-        items,
-    })
+    let mut items = Vec::new();
+    loop {
+        let left = limit - items.len();
+        let rows = phase(db, &search, viewer, at, after, left as u64).await?;
+        let more = rows.len() > left;
+        let ts = at + 2 * walk;
+        items.extend(
+            rows.into_iter()
+                .take(left)
+                .map(|p| (Key { ts, id: p.id }, p)),
+        );
+        if more || at == OTHERS || items.len() == limit {
+            return Ok(Page {
+                has_next: more || (at == FRIENDS && items.len() == limit),
+                has_previous: q.after.is_some(),
+                items,
+            });
+        }
+        at = OTHERS;
+        after = None;
+    }
 }
 
 #[cfg(test)]
