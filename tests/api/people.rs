@@ -732,4 +732,23 @@ async fn search_walks_its_index(app: &TestApp) {
         .await;
     assert_eq!(names(&data), ["plq"]);
     assert_eq!(data["searchUsers"]["pageInfo"]["hasNextPage"], false);
+    // Statements bounded whatever the page's size: the sample (several
+    // words), the friends, everyone else (and the session's lookup,
+    // remembered for a few seconds, renewed right before each).
+    for (text, n, most) in [
+        ("pl1", 1, 1),
+        ("pl1", 50, 2),
+        ("Pl 7", 1, 3),
+        ("Pl 7", 50, 3),
+    ] {
+        app.ok(viewer.token(), "{ __typename }", json!({})).await;
+        let (statements, data) = app
+            .statements_during(app.ok(viewer.token(), SEARCH, json!({ "t": text, "n": n })))
+            .await;
+        assert_eq!(names(&data).len(), n, "{text}");
+        assert!(
+            statements <= most + 1,
+            "{text}, a page of {n}: {statements} statements"
+        );
+    }
 }
