@@ -82,20 +82,24 @@ pub async fn admit<C: ConnectionTrait>(
     // read them is asked of the (author, audience) pairs they have, and
     // they are what those who hear of them are shown.
     let ids: Vec<i64> = created.iter().chain(&seen).copied().collect();
-    let statuses: HashMap<i64, Arc<status_row::Model>> =
-        live_rows::<status_row::Model, _>(db, ("statuses", "s"), &ids, live_status("s", now))
-            .await?
-            .into_iter()
-            .map(|s| (s.id, Arc::new(s)))
-            .collect();
+    let statuses: HashMap<i64, Arc<status_row::Model>> = live_rows(
+        db,
+        ("statuses", "s"),
+        &ids,
+        live_status("s", now),
+        |s: &status_row::Model| s.id,
+    )
+    .await?;
     // With every like counted: each viewer's own count is made from it
     // below ([`hidden_likes`]).
-    let moment_rows: HashMap<i64, Arc<moment_row::Model>> =
-        live_rows::<moment_row::Model, _>(db, ("moments", "m"), &moments, live_moment("m", now))
-            .await?
-            .into_iter()
-            .map(|m| (m.id, Arc::new(m)))
-            .collect();
+    let moment_rows: HashMap<i64, Arc<moment_row::Model>> = live_rows(
+        db,
+        ("moments", "m"),
+        &moments,
+        live_moment("m", now),
+        |m: &moment_row::Model| m.id,
+    )
+    .await?;
     let status_pair = |id: &i64| statuses.get(id).map(|s| (s.author_id, s.audience.clone()));
     let moment_pair = |id: &i64| {
         moment_rows
@@ -227,11 +231,12 @@ async fn live_rows<M: FromQueryResult, C: ConnectionTrait>(
     (table, alias): (&str, &str),
     ids: &[i64],
     live: Sql,
-) -> AppResult<Vec<M>> {
+    id: fn(&M) -> i64,
+) -> AppResult<HashMap<i64, Arc<M>>> {
     if ids.is_empty() {
-        return Ok(Vec::new());
+        return Ok(HashMap::new());
     }
-    db::fetch_all(
+    let rows: Vec<M> = db::fetch_all(
         db,
         Sql::new(&format!(
             "SELECT {alias}.* FROM {table} {alias} WHERE {alias}.id IN ("
@@ -240,7 +245,8 @@ async fn live_rows<M: FromQueryResult, C: ConnectionTrait>(
         .push(") AND ")
         .append(live),
     )
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|r| (id(&r), Arc::new(r))).collect())
 }
 
 /// The last event of a page that changes one viewer's tray entry of one

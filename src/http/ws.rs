@@ -126,7 +126,7 @@ fn client_message(message: &Message) -> Option<serde_json::Result<ClientMessage>
 }
 
 /// Messages of operations that were ready together written at once, at
-/// most (then flushed).
+/// most, after a message of the loop's (then flushed).
 const MAX_COALESCED: usize = 64;
 
 /// The message for an operation's item: its next response, or, when its
@@ -311,30 +311,7 @@ pub async fn serve(
                 }
             }
             Some((key, item)) = operations.next(), if !operations.is_empty() => {
-                let first = operation_message(&out, key, item, &mut by_id, &mut by_key);
-                // What the other operations (or this one) have ready goes
-                // out in the same write: a page of the log often holds
-                // several events for one socket (a status and the tray
-                // entry it changed).
-                let mut ready = Vec::new();
-                while ready.len() < MAX_COALESCED {
-                    let Some(Some((key, item))) = operations.next().now_or_never() else {
-                        break;
-                    };
-                    ready.extend(operation_message(&out, key, item, &mut by_id, &mut by_key));
-                }
-                if !ready.is_empty() {
-                    for message in first.into_iter().chain(ready) {
-                        if sink.feed(message).await.is_err() {
-                            return;
-                        }
-                    }
-                    if sink.flush().await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                first
+                operation_message(&out, key, item, &mut by_id, &mut by_key)
             }
             _ = keepalive.tick() => {
                 if heard.elapsed() > limits.keepalive * 3 {
@@ -378,8 +355,24 @@ pub async fn serve(
             }
         };
         if let Some(message) = reply
-            && sink.send(message).await.is_err()
+            && sink.feed(message).await.is_err()
         {
+            return;
+        }
+        // What the operations have ready now goes out in the same write: a
+        // page of the log often holds several events for one socket (a
+        // status and the tray entry it changed).
+        for _ in 0..MAX_COALESCED {
+            let Some(Some((key, item))) = operations.next().now_or_never() else {
+                break;
+            };
+            if let Some(message) = operation_message(&out, key, item, &mut by_id, &mut by_key)
+                && sink.feed(message).await.is_err()
+            {
+                return;
+            }
+        }
+        if sink.flush().await.is_err() {
             return;
         }
     }
