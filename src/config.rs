@@ -353,6 +353,13 @@ pub struct StatusConfig {
     #[arg(id = "status_ttl", long = "status-ttl", env = "EPHEMERA_STATUS_TTL", default_value = "24h", value_parser = parse_duration)]
     pub ttl: Duration,
 
+    /// Live statuses one account may have at once; past it `createStatus` is
+    /// `RATE_LIMITED` until the oldest expires. It bounds what one author's
+    /// tray entry costs every reader (counted per read).
+    #[arg(id = "status_max_live", long = "status-max-live", env = "EPHEMERA_STATUS_MAX_LIVE", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_live: u32,
+
     /// When the status purge runs: 6-field cron (seconds first), UTC.
     #[arg(
         id = "status_purge_cron",

@@ -99,6 +99,7 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
         bench,
         urls: servers.iter().map(Server::graphql_url).collect(),
         errors: errors.clone(),
+        next: AtomicU64::new(0),
     };
 
     // Idle: the readers poll.
@@ -337,16 +338,22 @@ async fn log_rate(servers: &[Server], wait: Duration, during: impl Future<Output
     (count().await - before) / elapsed / servers.len() as f64
 }
 
-/// Posts statuses through the instances, as seeded users 2 to 17.
+/// Posts statuses through the instances, each as the next of the seeded
+/// users from 2 on, round them all: one account may hold only so many live
+/// statuses (`EPHEMERA_STATUS_MAX_LIVE`), as a real crowd of posters does.
 struct Poster<'a> {
     bench: &'a Bench,
     urls: Vec<String>,
     errors: Arc<AtomicU64>,
+    next: AtomicU64,
 }
 
 impl Poster<'_> {
-    fn token(&self, i: usize) -> String {
-        format!("Bearer {}", self.bench.token((i % 16) as i64 + 2))
+    /// The next poster's bearer token.
+    fn token(&self) -> String {
+        let others = self.bench.users.saturating_sub(1).max(1);
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % others;
+        format!("Bearer {}", self.bench.token(i64::try_from(n).unwrap_or(0) + 2))
     }
 
     /// Posts a status for `audience` through `url`; counts it in `done`, or
@@ -391,13 +398,14 @@ impl Poster<'_> {
         let stop = Instant::now() + opts.duration();
         let started = Instant::now();
         let workers = (0..opts.concurrency).map(|w| {
-            let (token, url, done) = (self.token(w), &self.urls[w % self.urls.len()], &done);
+            let (url, done) = (&self.urls[w % self.urls.len()], &done);
             async move {
                 let http = reqwest::Client::new();
                 let mut i = 0u64;
                 while Instant::now() < stop {
                     i += 1;
                     let caption = format!("load {w} {i}");
+                    let token = self.token();
                     self.post(&http, url, &token, &caption, audience, done)
                         .await;
                 }
@@ -413,7 +421,6 @@ impl Poster<'_> {
     async fn open_loop(&self, rate: f64, length: Duration, posted: &AtomicU64) {
         let http = reqwest::Client::new();
         let in_flight = Semaphore::new(512);
-        let tokens: Vec<String> = (0..16).map(|i| self.token(i)).collect();
         let total = (rate * length.as_secs_f64()) as u64;
         let start = Instant::now();
         let mut sends = futures_util::stream::FuturesUnordered::new();
@@ -434,10 +441,10 @@ impl Poster<'_> {
             let (http, url, token) = (
                 &http,
                 &self.urls[i as usize % self.urls.len()],
-                &tokens[i as usize % 16],
+                self.token(),
             );
             sends.push(async move {
-                self.post(http, url, token, &format!("rate {i}"), "FRIENDS", posted)
+                self.post(http, url, &token, &format!("rate {i}"), "FRIENDS", posted)
                     .await;
                 drop(permit);
             });

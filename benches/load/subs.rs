@@ -51,7 +51,12 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
     let mut tasks = Vec::new();
     let mut results = Vec::new();
     let url = format!("ws://{}/graphql", server.addr);
-    let poster = format!("Bearer {}", bench.token(1));
+    // Each status by the next seeded account: one account holds only so
+    // many live statuses (`EPHEMERA_STATUS_MAX_LIVE`).
+    let poster = |event: u32| {
+        let user = i64::from(event) % i64::try_from(bench.users).unwrap_or(1).max(1) + 1;
+        format!("Bearer {}", bench.token(user))
+    };
     let http = reqwest::Client::new();
     let mut event = 0u32;
     for &n in &opts.subscribers {
@@ -85,7 +90,7 @@ pub async fn measure(server: &Server, bench: &Bench, opts: &Opts) -> Vec<SubResu
             });
             let answer: Value = http
                 .post(server.graphql_url())
-                .header("authorization", &poster)
+                .header("authorization", poster(event))
                 .json(&body)
                 .send()
                 .await

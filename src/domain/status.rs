@@ -123,6 +123,9 @@ pub struct NewStatus {
     pub bg_color: Option<String>,
     /// How long it lives (`EPHEMERA_STATUS_TTL`).
     pub lives: Duration,
+    /// Live statuses the author may have at once, this one included
+    /// (`EPHEMERA_STATUS_MAX_LIVE`).
+    pub max_live: u32,
     /// Who may see it.
     pub audience: Audience,
 }
@@ -160,6 +163,8 @@ pub async fn create(
     if input.media_id.is_none() && caption.is_none() {
         return Err(AppError::bad_input("a status needs a mediaId or a caption"));
     }
+    // Before judging an upload's bytes; again below under the author's lock.
+    check_live_cap(db, author, input.max_live, now).await?;
     if let Some(media_id) = input.media_id {
         super::media::prepare(db, media, author, media_id, now).await?;
     }
@@ -199,6 +204,7 @@ pub async fn create(
         ),
     )
     .await?;
+    check_live_cap(&txn, author, input.max_live, now).await?;
     if let Some(media_id) = row.media_id {
         super::media::attach(&txn, author, media_id, now).await?;
     }
@@ -206,6 +212,48 @@ pub async fn create(
     log::record(&txn, &[change(Kind::StatusCreated, &row)], now).await?;
     txn.commit().await?;
     Ok(row)
+}
+
+/// Refuses (`RATE_LIMITED`, until the oldest expires) a new status of
+/// `author`, who already has `max` live ones. Reads at most `max` index
+/// entries. Inside [`create`]'s transaction, after the summary's upsert
+/// has taken the author's row lock, it is atomic with the insert: posts of
+/// one author at once are counted one after the other.
+async fn check_live_cap<C: ConnectionTrait>(
+    db: &C,
+    author: i64,
+    max: u32,
+    now: Millis,
+) -> AppResult<()> {
+    #[derive(FromQueryResult)]
+    struct Live {
+        n: i64,
+        first: Option<i64>,
+    }
+    let live: Option<Live> = db::fetch_one(
+        db,
+        Sql::new(
+            "SELECT CAST(COUNT(*) AS BIGINT) AS n, MIN(x.expires_at) AS first FROM \
+             (SELECT s.expires_at FROM statuses s WHERE s.author_id = ",
+        )
+        .bind(author)
+        .push(" AND ")
+        .append(live_status("s", now))
+        .push(" ORDER BY s.expires_at LIMIT ")
+        .bind(i64::from(max))
+        .push(") x"),
+    )
+    .await?;
+    match live {
+        Some(Live {
+            n,
+            first: Some(first),
+        }) if n >= i64::from(max) => Err(AppError::rate_limited(
+            format!("at most {max} live statuses at once; the oldest expires first"),
+            Duration::from_millis(u64::try_from(first - now).unwrap_or(0)),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The change-log entry of `kind` about status `s`.

@@ -357,6 +357,70 @@ async fn upload_quotas_are_atomic(app: &TestApp) {
 
 crate::both_backends_with!(tight_quotas => upload_quotas_are_atomic);
 
+fn three_live(c: &mut ephemera::config::Config) {
+    c.statuses.max_live = 3;
+}
+
+/// One account's live statuses are capped (`EPHEMERA_STATUS_MAX_LIVE`, 3
+/// here): ten posts at once store exactly three, the others are
+/// `RATE_LIMITED` with a `retryAfter` of when the oldest expires; a refused
+/// post with media leaves the media unattached, usable; another account is
+/// not affected; a deletion or an expiry (before any purge) makes room.
+async fn live_statuses_are_capped_per_account(app: &TestApp) {
+    const POST: &str = "mutation($c: String!) { createStatus(input: { caption: $c }) { id } }";
+    let u = app.sign_up("prolific").await;
+    let posts = (0..10).map(|i| app.gql(u.token(), POST, json!({ "c": format!("p{i}") })));
+    let answers = futures_util::future::join_all(posts).await;
+    let mut ids = Vec::new();
+    for a in &answers {
+        if a["errors"].is_null() {
+            ids.push(a["data"]["createStatus"]["id"].as_str().expect("id").to_owned());
+        } else {
+            assert_eq!(error_code(a), "RATE_LIMITED", "{a}");
+            let retry = a["errors"][0]["extensions"]["retryAfter"].as_u64();
+            assert!(retry > Some(23 * 3600) && retry <= Some(24 * 3600), "{a}");
+        }
+    }
+    assert_eq!(ids.len(), 3, "{answers:?}");
+    let stored = format!("SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}", u.id);
+    assert_eq!(app.count(&stored).await, 3);
+
+    // Refused with media: nothing attached, the media still postable later.
+    let media = app.upload_id(&u).await;
+    let refused = app.gql(u.token(), POST_MEDIA, json!({ "m": media })).await;
+    assert_eq!(error_code(&refused), "RATE_LIMITED", "{refused}");
+    let attached = format!(
+        "SELECT COUNT(*) AS n FROM media WHERE id = {media} AND attached_at IS NOT NULL"
+    );
+    assert_eq!(app.count(&attached).await, 0);
+
+    // Someone else posts as usual.
+    let v = app.sign_up("quiet").await;
+    app.ok(v.token(), POST, json!({ "c": "mine" })).await;
+
+    // A deletion makes room for one, and the media goes out then.
+    let delete = "mutation($id: ID!) { deleteStatus(id: $id) }";
+    app.ok(u.token(), delete, json!({ "id": ids[0] })).await;
+    app.ok(u.token(), POST_MEDIA, json!({ "m": media })).await;
+    assert_eq!(app.count(&attached).await, 1);
+    assert_eq!(
+        error_code(&app.gql(u.token(), POST, json!({ "c": "full" })).await),
+        "RATE_LIMITED"
+    );
+    // Expired statuses count for nothing, purged or not.
+    app.clock.advance(std::time::Duration::from_secs(24 * 3600 + 1));
+    for i in 0..3 {
+        app.ok(u.token(), POST, json!({ "c": format!("new{i}") })).await;
+    }
+    assert_eq!(
+        error_code(&app.gql(u.token(), POST, json!({ "c": "full" })).await),
+        "RATE_LIMITED"
+    );
+    assert!(app.count(&stored).await >= 6);
+}
+
+crate::both_backends_with!(three_live => live_statuses_are_capped_per_account);
+
 fn two_a_minute(c: &mut ephemera::config::Config) {
     let two: ephemera::throttle::Rate = "2/1m".parse().expect("a rate");
     for rate in crate::support::write_rates(c) {

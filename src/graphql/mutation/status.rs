@@ -31,6 +31,7 @@ impl StatusMutation {
                 caption: input.caption,
                 bg_color: input.bg_color,
                 lives: app.config.statuses.ttl,
+                max_live: app.config.statuses.max_live,
                 audience: input.audience.into(),
             },
             app.clock.now(),
