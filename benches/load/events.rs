@@ -353,7 +353,10 @@ impl Poster<'_> {
     fn token(&self) -> String {
         let others = self.bench.users.saturating_sub(1).max(1);
         let n = self.next.fetch_add(1, Ordering::Relaxed) % others;
-        format!("Bearer {}", self.bench.token(i64::try_from(n).unwrap_or(0) + 2))
+        format!(
+            "Bearer {}",
+            self.bench.token(i64::try_from(n).unwrap_or(0) + 2)
+        )
     }
 
     /// Posts a status for `audience` through `url`; counts it in `done`, or

@@ -22,6 +22,15 @@ pub fn live_status(alias: &str, now: Millis) -> Sql {
     Sql::new(&format!("{alias}.expires_at > ")).bind(now)
 }
 
+/// [`live_status`] in a form no index serves (`expires_at + 0`), for a
+/// statement that walks another index in page order and must not be
+/// planned as a range scan of `(author_id, expires_at)` and a sort: the
+/// test then filters the rows the walk reads. Expired rows the purge has
+/// not reached yet are the oldest, so a page of the newest rarely reads one.
+pub fn live_status_walked(alias: &str, now: Millis) -> Sql {
+    Sql::new(&format!("{alias}.expires_at + 0 > ")).bind(now)
+}
+
 /// SQL that keeps statuses the purge may delete: the complement of
 /// [`live_status`].
 pub fn expired_status(alias: &str, now: Millis) -> Sql {

@@ -374,7 +374,12 @@ async fn live_statuses_are_capped_per_account(app: &TestApp) {
     let mut ids = Vec::new();
     for a in &answers {
         if a["errors"].is_null() {
-            ids.push(a["data"]["createStatus"]["id"].as_str().expect("id").to_owned());
+            ids.push(
+                a["data"]["createStatus"]["id"]
+                    .as_str()
+                    .expect("id")
+                    .to_owned(),
+            );
         } else {
             assert_eq!(error_code(a), "RATE_LIMITED", "{a}");
             let retry = a["errors"][0]["extensions"]["retryAfter"].as_u64();
@@ -382,16 +387,18 @@ async fn live_statuses_are_capped_per_account(app: &TestApp) {
         }
     }
     assert_eq!(ids.len(), 3, "{answers:?}");
-    let stored = format!("SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}", u.id);
+    let stored = format!(
+        "SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}",
+        u.id
+    );
     assert_eq!(app.count(&stored).await, 3);
 
     // Refused with media: nothing attached, the media still postable later.
     let media = app.upload_id(&u).await;
     let refused = app.gql(u.token(), POST_MEDIA, json!({ "m": media })).await;
     assert_eq!(error_code(&refused), "RATE_LIMITED", "{refused}");
-    let attached = format!(
-        "SELECT COUNT(*) AS n FROM media WHERE id = {media} AND attached_at IS NOT NULL"
-    );
+    let attached =
+        format!("SELECT COUNT(*) AS n FROM media WHERE id = {media} AND attached_at IS NOT NULL");
     assert_eq!(app.count(&attached).await, 0);
 
     // Someone else posts as usual.
@@ -408,9 +415,11 @@ async fn live_statuses_are_capped_per_account(app: &TestApp) {
         "RATE_LIMITED"
     );
     // Expired statuses count for nothing, purged or not.
-    app.clock.advance(std::time::Duration::from_secs(24 * 3600 + 1));
+    app.clock
+        .advance(std::time::Duration::from_secs(24 * 3600 + 1));
     for i in 0..3 {
-        app.ok(u.token(), POST, json!({ "c": format!("new{i}") })).await;
+        app.ok(u.token(), POST, json!({ "c": format!("new{i}") }))
+            .await;
     }
     assert_eq!(
         error_code(&app.gql(u.token(), POST, json!({ "c": "full" })).await),

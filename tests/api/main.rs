@@ -30,6 +30,7 @@ mod moderation;
 mod moment_jobs;
 mod moments;
 mod people;
+mod plans;
 mod purge;
 mod safety;
 mod schema;

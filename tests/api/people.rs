@@ -559,7 +559,7 @@ async fn search_walks_its_index(app: &TestApp) {
     use ephemera::db::{Dialect, Sql, insert};
     use ephemera::domain::search::{self, Search};
     use ephemera::entity::user;
-    use sea_orm::{ConnectionTrait, TransactionTrait};
+    use sea_orm::ConnectionTrait;
     let viewer = app.sign_up("planner").await;
     let db = &app.state.db;
     let dialect = Dialect::of(db);
@@ -621,55 +621,7 @@ async fn search_walks_its_index(app: &TestApp) {
         ),
     ];
     for (name, sql) in statements {
-        let sql = sql.expect("a statement");
-        let plan = match dialect {
-            Dialect::Sqlite => {
-                let (explain, column) = dialect.explain();
-                let rows = db
-                    .query_all_raw(Sql::new(explain).push(" ").append(sql).build(dialect))
-                    .await
-                    .expect("explain");
-                rows.iter()
-                    .map(|r| r.try_get::<String>("", column).expect("plan text"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }
-            Dialect::Postgres => {
-                // The plan PostgreSQL caches for the prepared statement.
-                let built = sql.build(dialect);
-                let args: Vec<String> = built
-                    .values
-                    .iter()
-                    .flat_map(|v| v.0.iter())
-                    .map(|v| dialect.value_literal(v))
-                    .collect();
-                let txn = db.begin().await.expect("a transaction");
-                txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
-                    .await
-                    .expect("generic plans");
-                txn.execute_unprepared(&format!("PREPARE searched AS {}", built.sql))
-                    .await
-                    .expect("prepare");
-                let rows = txn
-                    .query_all_raw(sea_orm::Statement::from_string(
-                        sea_orm::DbBackend::Postgres,
-                        format!(
-                            "EXPLAIN (ANALYZE, BUFFERS) EXECUTE searched({})",
-                            args.join(", ")
-                        ),
-                    ))
-                    .await
-                    .expect("explain");
-                txn.execute_unprepared("DEALLOCATE searched")
-                    .await
-                    .expect("deallocate");
-                txn.rollback().await.expect("rollback");
-                rows.iter()
-                    .map(|r| r.try_get::<String>("", "QUERY PLAN").expect("plan text"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            }
-        };
+        let plan = crate::support::plan_of(db, sql.expect("a statement")).await;
         assert!(
             plan.contains("user_words"),
             "{name}: no index of user_words:\n{plan}"
@@ -690,15 +642,9 @@ async fn search_walks_its_index(app: &TestApp) {
         if dialect == Dialect::Postgres {
             // Rows read from the index: what one page (and its filters)
             // needs, not the 20,000 that share the prefix `pl`.
-            let most = plan
-                .lines()
-                .filter(|l| l.contains("Index") && l.contains("user_words"))
-                .filter_map(|l| {
-                    let rows = l.split("actual time=").nth(1)?.split("rows=").nth(1)?;
-                    rows.split_whitespace().next()?.parse::<u64>().ok()
-                })
-                .max()
-                .unwrap_or(0);
+            let most = crate::support::rows_read(&plan, |l| {
+                l.contains("Index") && l.contains("user_words")
+            });
             assert!(most <= 1_000, "{name}: {most} index rows:\n{plan}");
         }
     }

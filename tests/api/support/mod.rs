@@ -1024,3 +1024,78 @@ impl Default for Seed {
         }
     }
 }
+
+/// The plan the database runs `sql` with, as text: SQLite's `EXPLAIN QUERY
+/// PLAN`; on PostgreSQL the generic plan (the one a prepared statement is
+/// cached with after five runs), run with `EXPLAIN (ANALYZE, BUFFERS)` for
+/// the rows and buffers each node read.
+pub async fn plan_of(db: &sea_orm::DatabaseConnection, sql: Sql) -> String {
+    use ephemera::db::Dialect;
+    use sea_orm::TransactionTrait;
+    let dialect = Dialect::of(db);
+    let rows = match dialect {
+        Dialect::Sqlite => {
+            let (explain, _) = dialect.explain();
+            db.query_all_raw(Sql::new(explain).push(" ").append(sql).build(dialect))
+                .await
+                .expect("explain")
+        }
+        Dialect::Postgres => {
+            let built = sql.build(dialect);
+            let args: Vec<String> = built
+                .values
+                .iter()
+                .flat_map(|v| v.0.iter())
+                .map(|v| dialect.value_literal(v))
+                .collect();
+            let txn = db.begin().await.expect("a transaction");
+            txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
+                .await
+                .expect("generic plans");
+            txn.execute_unprepared(&format!("PREPARE planned AS {}", built.sql))
+                .await
+                .expect("prepare");
+            let execute = if args.is_empty() {
+                "EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned".to_owned()
+            } else {
+                format!(
+                    "EXPLAIN (ANALYZE, BUFFERS) EXECUTE planned({})",
+                    args.join(", ")
+                )
+            };
+            let rows = txn
+                .query_all_raw(sea_orm::Statement::from_string(
+                    sea_orm::DbBackend::Postgres,
+                    execute,
+                ))
+                .await
+                .expect("explain");
+            // A prepared statement outlives the transaction.
+            txn.execute_unprepared("DEALLOCATE planned")
+                .await
+                .expect("deallocate");
+            txn.rollback().await.expect("rollback");
+            rows
+        }
+    };
+    let (_, column) = dialect.explain();
+    rows.iter()
+        .map(|r| r.try_get::<String>("", column).expect("plan text"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The most rows any node of a PostgreSQL `EXPLAIN ANALYZE` `plan` that
+/// `node` keeps read (per loop, times its loops); 0 on SQLite's plans.
+pub fn rows_read(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
+    plan.lines()
+        .filter(|l| node(l))
+        .filter_map(|l| {
+            let actual = l.split("actual time=").nth(1)?;
+            let rows = actual.split("rows=").nth(1)?.split_whitespace().next()?;
+            let loops = actual.split("loops=").nth(1)?.trim_end_matches(')');
+            Some(rows.parse::<u64>().ok()? * loops.parse::<u64>().ok()?)
+        })
+        .max()
+        .unwrap_or(0)
+}

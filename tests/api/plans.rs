@@ -1,0 +1,123 @@
+//! Hot statements keep their index walks at real sizes: each is planned
+//! on a seeded database (authors of 1,000 live statuses among many of a
+//! few), on PostgreSQL as the generic plan a prepared statement is cached
+//! with, and run; a plan fails the test when it reads more than its page
+//! needs.
+
+use ephemera::db::{Dialect, Sql, insert};
+use ephemera::domain::page::{Key, PageQuery};
+use ephemera::domain::status;
+use ephemera::entity::{status as status_row, user};
+use sea_orm::ConnectionTrait;
+
+use crate::support::{TestApp, plan_of, rows_read};
+
+/// Accounts 7,000,001 to 7,002,000; each of the first 1,998 with two live
+/// statuses, the last two (7,001,999 and 7,002,000) with 1,000 each.
+async fn seed_authors(app: &TestApp) {
+    let db = &app.state.db;
+    let dialect = Dialect::of(db);
+    let now = app.clock.now();
+    let series = |n: u32| {
+        format!("WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {n})")
+    };
+    let seed = [
+        insert::select_into::<user::Entity>(Sql::new(&format!(
+            "{} SELECT 7000000 + x, 'au' || x, 'au' || x, NULL, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g",
+            series(2000)
+        ))),
+        // Two each: ids 8,000,000 + 2x (+ 1), created a second apart.
+        insert::select_into::<status_row::Entity>(Sql::new(&format!(
+            "{} SELECT 8000000 + 2 * x + k.k, 7000000 + x, NULL, 'c', NULL, {now} - 100000 + x + k.k, \
+             {now} + 3600000 + x, 'PUBLIC' FROM g CROSS JOIN (SELECT 0 AS k UNION ALL SELECT 1) k WHERE x <= 1998",
+            series(1998)
+        ))),
+        // A thousand each, newest last.
+        insert::select_into::<status_row::Entity>(Sql::new(&format!(
+            "{} SELECT 9000000 + x, 7001999 + x % 2, NULL, 'c', NULL, {now} - 2000000 + x, \
+             {now} + 3600000 + x, CASE WHEN x % 3 = 0 THEN 'FRIENDS' ELSE 'PUBLIC' END FROM g",
+            series(2000)
+        ))),
+    ];
+    for sql in seed {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
+    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
+}
+
+/// The per-author page (`statuses(userId:)`, `User.statuses`), anonymous
+/// and signed in, with and without the seen marks, first and later pages,
+/// of an author of 1,000 statuses: it walks `statuses_author_created` and
+/// stops after the page (PostgreSQL: at most the page and one more row read
+/// from the index, a few dozen buffers; SQLite: that index, no sort).
+async fn the_author_page_walks_its_index(app: &TestApp) {
+    seed_authors(app).await;
+    let viewer = app.sign_up("reader").await;
+    let me: i64 = viewer.id.parse().expect("an id");
+    let db = &app.state.db;
+    let now = app.clock.now();
+    let first = PageQuery {
+        limit: 10,
+        backward: false,
+        after: None,
+        before: None,
+    };
+    let later = PageQuery {
+        after: Some(Key {
+            ts: now - 2_000_000 + 1_500,
+            id: 9_001_500,
+        }),
+        ..first
+    };
+    let seen = |v: Option<i64>| match v {
+        Some(v) => Sql::new("EXISTS (SELECT 1 FROM status_views v WHERE v.viewer_id = ")
+            .bind(v)
+            .push(" AND v.status_id = s.id)"),
+        None => Sql::new("FALSE"),
+    };
+    for (name, q) in [("first page", &first), ("later page", &later)] {
+        for viewer in [None, Some(me)] {
+            for seen_by in [None, viewer] {
+                let name = format!("{name}, viewer {viewer:?}, seen {seen_by:?}");
+                let sql = status::author_page_query(7_002_000, now, q, viewer, seen(seen_by));
+                let plan = plan_of(db, sql).await;
+                assert!(
+                    plan.contains("statuses_author_created"),
+                    "{name}: not the author's index:\n{plan}"
+                );
+                match Dialect::of(db) {
+                    Dialect::Sqlite => assert!(!plan.contains("TEMP B-TREE"), "{name}:\n{plan}"),
+                    Dialect::Postgres => {
+                        // The page, one more, and what the audience
+                        // leaves out on the way (a third are FRIENDS).
+                        let read = rows_read(&plan, |l| l.contains("on statuses"))
+                            + removed_by_filter(&plan);
+                        assert!(read <= 2 * 11, "{name}: {read} rows read:\n{plan}");
+                        assert!(!plan.contains("Sort"), "{name}: a sort:\n{plan}");
+                        let buffers: u64 = plan
+                            .lines()
+                            .find_map(|l| l.trim().strip_prefix("Buffers: shared hit="))
+                            .and_then(|b| b.split_whitespace().next()?.parse().ok())
+                            .unwrap_or(0);
+                        assert!(buffers <= 40, "{name}: {buffers} buffers:\n{plan}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+crate::both_backends!(the_author_page_walks_its_index);
+
+/// The rows the filters of a PostgreSQL `EXPLAIN ANALYZE` `plan` read and
+/// left out, all nodes together.
+fn removed_by_filter(plan: &str) -> u64 {
+    plan.lines()
+        .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
+        .filter_map(|n| n.trim().parse::<u64>().ok())
+        .sum()
+}
