@@ -1,6 +1,6 @@
 //! Moments, locations and the map.
 
-use async_graphql::connection::Connection;
+use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::moment::MomentList;
@@ -33,7 +33,7 @@ impl MomentQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
-    ) -> Result<Connection<String, Moment>> {
+    ) -> Result<Connected<Moment>> {
         moments_of(
             ctx,
             List(CursorKind::MomentFeed, viewer(ctx).id().unwrap_or(0)),

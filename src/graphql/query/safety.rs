@@ -1,7 +1,7 @@
 //! The viewer's own lists (close friends, hidden from, muted, blocked),
 //! their moderation notices, and the moderators' report queue.
 
-use async_graphql::connection::Connection;
+use crate::graphql::types::Connected;
 use async_graphql::{Context, Object, Result};
 
 use crate::domain::moderation;
@@ -22,7 +22,7 @@ impl SafetyQuery {
         list: Relation,
         first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         let v = viewer(ctx).require()?;
         let q = forward_query(ctx, List(kind, v), first, after, 20)?;
         let page = safety::page(db(ctx)?, v, list, &q).await?;
@@ -39,7 +39,7 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         Self::list(
             ctx,
             CursorKind::CloseFriend,
@@ -57,7 +57,7 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         Self::list(ctx, CursorKind::HiddenFrom, Relation::Hide, first, after).await
     }
 
@@ -68,7 +68,7 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         Self::list(ctx, CursorKind::Muted, Relation::Mute, first, after).await
     }
 
@@ -79,7 +79,7 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         Self::list(ctx, CursorKind::Blocked, Relation::Block, first, after).await
     }
 
@@ -90,7 +90,7 @@ impl SafetyQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, ModerationNotice>> {
+    ) -> Result<Connected<ModerationNotice>> {
         let v = viewer(ctx).require()?;
         let list = List(CursorKind::Notice, v);
         let q = forward_query(ctx, list, first, after, 20)?;
@@ -111,7 +111,7 @@ impl SafetyQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
         #[graphql(default_with = "Some(false)")] include_resolved: Option<bool>,
-    ) -> Result<Connection<String, Report>> {
+    ) -> Result<Connected<Report>> {
         let include_resolved = include_resolved.unwrap_or(false);
         let v = viewer(ctx).require()?;
         let list = List(CursorKind::Report, i64::from(include_resolved));

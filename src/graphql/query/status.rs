@@ -1,6 +1,6 @@
 //! Statuses: the story tray, per-author pages, one status.
 
-use async_graphql::connection::Connection;
+use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List, PageArgs, PageQuery};
@@ -16,7 +16,7 @@ pub(crate) async fn statuses_of(
     ctx: &Context<'_>,
     author: i64,
     args: PageArgs,
-) -> Result<Connection<String, Status>> {
+) -> Result<Connected<Status>> {
     let app = app(ctx)?;
     let q = PageQuery::from_args(
         &app.cursors,
@@ -58,7 +58,7 @@ impl StatusQuery {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
         #[graphql(default_with = "Some(Scope::Everyone)")] scope: Option<Scope>,
-    ) -> Result<Connection<String, StoryTrayEntry>> {
+    ) -> Result<Connected<StoryTrayEntry>> {
         let app = app(ctx)?;
         let q = forward_query(
             ctx,
@@ -96,7 +96,7 @@ impl StatusQuery {
         after: Option<String>,
         last: Option<i32>,
         before: Option<String>,
-    ) -> Result<Connection<String, Status>> {
+    ) -> Result<Connected<Status>> {
         let args = PageArgs {
             first,
             after,

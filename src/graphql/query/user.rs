@@ -1,6 +1,6 @@
 //! Users: the viewer, lookups, friend requests.
 
-use async_graphql::connection::Connection;
+use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List};
@@ -61,7 +61,7 @@ impl UserQuery {
         text: String,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         let found = search::Search::parse(&text)?;
         let v = viewer(ctx).id();
         let list = List(CursorKind::UserSearch, found.owner(v));
@@ -77,7 +77,7 @@ impl UserQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         pending_requests(ctx, true, first, after).await
     }
 
@@ -88,7 +88,7 @@ impl UserQuery {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         pending_requests(ctx, false, first, after).await
     }
 }
@@ -100,7 +100,7 @@ async fn pending_requests(
     sent: bool,
     first: Option<i32>,
     after: Option<String>,
-) -> Result<Connection<String, User>> {
+) -> Result<Connected<User>> {
     let v = viewer(ctx).require()?;
     let kind = if sent {
         CursorKind::SentFriendRequest

@@ -24,12 +24,13 @@ pub use safety::{ModerationNotice, Report, ReportInput, ReportReason, ReportSubj
 pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry, tray_entry_id};
 pub use user::{AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, load_user};
 
-use async_graphql::connection::{Connection, Edge};
+use async_graphql::connection::{Connection, CursorType, Edge};
 use async_graphql::{
     Context, Enum, ID, InputValueError, InputValueResult, Interface, OutputType, Result, Scalar,
     ScalarType, Value,
 };
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::app;
@@ -37,7 +38,7 @@ use super::loaders::prime_users;
 use crate::clock::{Millis, to_datetime};
 use crate::domain::Scope as DomainScope;
 use crate::domain::friend::FriendshipState as DomainFriendship;
-use crate::domain::page::{Cursors, List, Page, PageArgs, PageQuery};
+use crate::domain::page::{Cursors, Key, List, Page, PageArgs, PageQuery};
 use crate::domain::user::Profile;
 use crate::error::AppError;
 
@@ -122,20 +123,48 @@ impl From<DomainFriendship> for FriendshipState {
     }
 }
 
+/// A connection's cursor: the item's key, signed only when a client selects
+/// the cursor (`edges.cursor`, `pageInfo.startCursor`/`endCursor`), so a
+/// page read without them never pays for the signatures.
+pub struct PageCursor {
+    cursors: Arc<Cursors>,
+    list: List,
+    key: Key,
+}
+
+impl CursorType for PageCursor {
+    type Error = &'static str;
+
+    /// Never used: arguments are decoded by `PageQuery`, against their list.
+    fn decode_cursor(_: &str) -> Result<Self, Self::Error> {
+        Err("cursors are decoded with their list")
+    }
+
+    fn encode_cursor(&self) -> String {
+        self.cursors.encode(self.list, self.key)
+    }
+}
+
+/// A Relay connection of `N`, its cursors signed when selected.
+pub type Connected<N> = Connection<PageCursor, N>;
+
 /// A page as a Relay connection.
 pub fn connection<T, N: OutputType>(
-    cursors: &Cursors,
+    cursors: &Arc<Cursors>,
     list: impl Into<List>,
     page: Page<T>,
     node: impl Fn(T) -> N,
-) -> Connection<String, N> {
+) -> Connected<N> {
     let list = list.into();
     let mut c = Connection::new(page.has_previous, page.has_next);
-    c.edges.extend(
-        page.items
-            .into_iter()
-            .map(|(key, item)| Edge::new(cursors.encode(list, key), node(item))),
-    );
+    c.edges.extend(page.items.into_iter().map(|(key, item)| {
+        let cursor = PageCursor {
+            cursors: cursors.clone(),
+            list,
+            key,
+        };
+        Edge::new(cursor, node(item))
+    }));
     c
 }
 
@@ -162,7 +191,7 @@ pub async fn user_connection(
     ctx: &Context<'_>,
     list: impl Into<List>,
     page: Page<Profile>,
-) -> Result<Connection<String, User>> {
+) -> Result<Connected<User>> {
     let ids: Vec<i64> = page.items.iter().map(|i| i.1.id).collect();
     prime_users(ctx, &ids, &[]).await?;
     Ok(connection(&app(ctx)?.cursors, list, page, User))

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use async_graphql::connection::Connection;
+use super::Connected;
 use async_graphql::{
     ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject, Union,
 };
@@ -152,7 +152,7 @@ impl Moment {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Option<Connection<String, User>>> {
+    ) -> Result<Option<Connected<User>>> {
         let q = forward_query(
             ctx,
             List(CursorKind::MomentLiker, self.0.id),
@@ -219,7 +219,7 @@ impl Location {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, Moment>> {
+    ) -> Result<Connected<Moment>> {
         moments_of(
             ctx,
             List(CursorKind::LocationMoments, self.0.id),
@@ -239,7 +239,7 @@ pub async fn moments_of(
     list: MomentList,
     first: Option<i32>,
     after: Option<String>,
-) -> Result<Connection<String, Moment>> {
+) -> Result<Connected<Moment>> {
     let app = app(ctx)?;
     let q = forward_query(ctx, cursors, first, after, 20)?;
     let page: Page<moment::Model> =

@@ -3,7 +3,7 @@
 use crate::graphql::types::moment::PER_PARENT_STATEMENT;
 use std::sync::Arc;
 
-use async_graphql::connection::Connection;
+use super::Connected;
 use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user_connection};
@@ -134,7 +134,7 @@ impl Status {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Option<Connection<String, User>>> {
+    ) -> Result<Option<Connected<User>>> {
         let q = forward_query(
             ctx,
             List(CursorKind::StatusViewer, self.0.id),

@@ -1,7 +1,7 @@
 //! Users and sign-in.
 
+use super::Connected;
 use crate::graphql::types::moment::PER_PARENT_STATEMENT;
-use async_graphql::connection::Connection;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{
@@ -57,7 +57,7 @@ impl User {
         after: Option<String>,
         last: Option<i32>,
         before: Option<String>,
-    ) -> Result<Connection<String, Status>> {
+    ) -> Result<Connected<Status>> {
         crate::graphql::query::statuses_of(
             ctx,
             self.0.id,
@@ -79,7 +79,7 @@ impl User {
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
         journaled: Option<bool>,
-    ) -> Result<Connection<String, Moment>> {
+    ) -> Result<Connected<Moment>> {
         super::moments_of(
             ctx,
             List(CursorKind::UserMoments, self.0.id),
@@ -140,7 +140,7 @@ impl User {
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
-    ) -> Result<Connection<String, User>> {
+    ) -> Result<Connected<User>> {
         let q = forward_query(ctx, List(CursorKind::Friend, self.0.id), first, after, 20)?;
         let page = if self.friends_visible(ctx).await? {
             friend::friends_page(db(ctx)?, self.0.id, viewer(ctx).id().unwrap_or(0), &q).await?
