@@ -13,6 +13,7 @@ pub mod map;
 pub mod media;
 pub mod moderation;
 pub mod moment;
+pub mod node;
 pub mod page;
 pub mod safety;
 pub mod search;

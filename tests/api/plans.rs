@@ -121,3 +121,48 @@ fn removed_by_filter(plan: &str) -> u64 {
         .filter_map(|n| n.trim().parse::<u64>().ok())
         .sum()
 }
+
+/// `node` and `nodes` read only the tables that hold their ids: one
+/// statement finds them, then one per table present (plus the session's
+/// lookup); what a table's rules hide answers null, as an unknown id does.
+async fn nodes_read_only_the_tables_of_their_ids(app: &TestApp) {
+    use serde_json::json;
+    let author = app.sign_up("noder").await;
+    let viewer = app.sign_up("refetcher").await;
+    let status = app.post_status_to(&author, "public", "PUBLIC").await;
+    let hidden = app.post_status_to(&author, "friends", "FRIENDS").await;
+    let moment = app
+        .post_moment(&author, json!({ "visibility": "PUBLIC" }))
+        .await["id"]
+        .clone();
+    const NODES: &str = "query($ids: [ID!]!) { nodes(ids: $ids) { __typename id } }";
+    let cases = [
+        (
+            json!([status]),
+            2,
+            json!([{ "__typename": "Status", "id": status }]),
+        ),
+        (json!(["123456789"]), 1, json!([null])),
+        (json!(["not an id"]), 0, json!([null])),
+        (json!([hidden]), 2, json!([null])),
+        (
+            json!([author.id, status, moment, hidden]),
+            4,
+            json!([
+                { "__typename": "User", "id": author.id },
+                { "__typename": "Status", "id": status },
+                { "__typename": "Moment", "id": moment },
+                null
+            ]),
+        ),
+    ];
+    for (ids, most, expected) in cases {
+        let (statements, data) = app
+            .statements_during(app.ok(viewer.token(), NODES, json!({ "ids": ids })))
+            .await;
+        assert_eq!(data["nodes"], expected, "{ids}");
+        assert!(statements <= most + 1, "{ids}: {statements} statements");
+    }
+}
+
+crate::both_backends!(nodes_read_only_the_tables_of_their_ids);

@@ -2,6 +2,7 @@
 
 use async_graphql::{Context, ID, Object, Result};
 
+use crate::domain::node::{self, Table};
 use crate::domain::{location, media, moment, status, user};
 use crate::error::AppError;
 use crate::graphql::types::{Location, Media, Moment, Node, Status, User, parse_id};
@@ -29,19 +30,53 @@ impl NodeQuery {
     }
 }
 
-/// Looks ids up in every table that holds nodes, one query per table.
+/// Finds which tables hold the ids (one statement), then looks them up in
+/// those tables alone, each by its own visibility rules.
 async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>>> {
     let app = app(ctx)?;
-    let numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
+    let db = db(ctx)?;
+    let me = viewer(ctx).id();
+    let mut numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
+    numbers.sort_unstable();
+    numbers.dedup();
+    let held = node::tables(db, &numbers).await?;
+    let of = |table: Table| -> Vec<i64> {
+        numbers
+            .iter()
+            .copied()
+            .filter(|n| held.get(n) == Some(&table))
+            .collect()
+    };
     let now = app.clock.now();
-    let users = user::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &numbers).await?;
-    let statuses = status::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
-    let moments = moment::find_readable_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
-    let locations =
-        location::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &numbers, now).await?;
-    let media = match viewer(ctx).id() {
-        Some(v) => media::find_owned_by_ids(db(ctx)?, v, &numbers).await?,
-        None => Default::default(),
+    let (users, statuses, moments, locations) = (
+        of(Table::User),
+        of(Table::Status),
+        of(Table::Moment),
+        of(Table::Location),
+    );
+    let users = if users.is_empty() {
+        Default::default()
+    } else {
+        user::find_visible_by_ids(db, me, &users).await?
+    };
+    let statuses = if statuses.is_empty() {
+        Default::default()
+    } else {
+        status::find_readable_by_ids(db, me, &statuses, now).await?
+    };
+    let moments = if moments.is_empty() {
+        Default::default()
+    } else {
+        moment::find_readable_by_ids(db, me, &moments, now).await?
+    };
+    let locations = if locations.is_empty() {
+        Default::default()
+    } else {
+        location::find_visible_by_ids(db, me, &locations, now).await?
+    };
+    let media = match (me, of(Table::Media)) {
+        (Some(v), owned) if !owned.is_empty() => media::find_owned_by_ids(db, v, &owned).await?,
+        _ => Default::default(),
     };
     Ok(ids
         .iter()
