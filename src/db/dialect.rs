@@ -14,6 +14,7 @@
 //! | [`writable_ctes`](Dialect::writable_ctes) | no | `WITH x AS (DELETE ...)` |
 //! | [`index_hint`](Dialect::index_hint) | `INDEXED BY` | nothing |
 //! | [`join_in_written_order`](Dialect::join_in_written_order) | `CROSS JOIN` | `JOIN` |
+//! | [`rows_for_each`](Dialect::rows_for_each) | `CROSS JOIN ... ON` | `CROSS JOIN LATERAL (... OFFSET 0)` |
 //! | [`cell_ranges`](Dialect::cell_ranges) | a join with `VALUES` | an `OR` of ranges |
 //! | [`merge_newest`](Dialect::merge_newest) | a compound `SELECT` | `UNION ALL` of limited arms |
 //! | [`integers`](Dialect::integers) | a recursive `WITH` | `generate_series` |
@@ -220,6 +221,22 @@ impl Dialect {
         match self {
             Dialect::Sqlite => "CROSS JOIN",
             Dialect::Postgres => "JOIN",
+        }
+    }
+
+    /// A join of the rows of `table` (as `alias`) whose `key` column equals
+    /// `outer` (a column of a source before it), read for each outer row in
+    /// turn, never by walking `table` first. SQLite keeps a `CROSS JOIN`'s
+    /// order. PostgreSQL would reorder a join, and walk an ordered index of
+    /// `table` filtering by a hash of the outer rows (a friends-only tray
+    /// read the whole tray for a viewer with few friends); a `LATERAL`
+    /// subquery that cannot be pulled up (`OFFSET 0`) is looked up per row.
+    pub fn rows_for_each(self, table: &str, alias: &str, key: &str, outer: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("CROSS JOIN {table} {alias} ON {alias}.{key} = {outer}"),
+            Dialect::Postgres => format!(
+                "CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE r.{key} = {outer} OFFSET 0) {alias}"
+            ),
         }
     }
 

@@ -493,6 +493,52 @@ impl FromQueryResult for SeenRow {
     }
 }
 
+/// The statement of [`tray_page`] for `viewer` (0: anonymous).
+pub fn tray_page_query(
+    dialect: Dialect,
+    viewer: i64,
+    scope: Scope,
+    now: Millis,
+    q: &PageQuery,
+    with_authors: bool,
+) -> Sql {
+    // `CROSS JOIN` keeps SQLite walking the tray in page order and looking
+    // each author up, instead of starting from the users.
+    let (authors, join) = if with_authors {
+        (
+            format!(", {PROFILE_COLUMNS}"),
+            " CROSS JOIN users u WHERE u.id = t.author_id AND",
+        )
+    } else {
+        (String::new(), " WHERE")
+    };
+    // The time goes in where the planner cannot see it: nearly every tray
+    // row is live, so on PostgreSQL a plan made for the actual time looks
+    // cheaper than the cached generic one (which assumes a third), and the
+    // statement was planned anew for every request (about 45 % of its CPU
+    // per tray page at 10k, measured). Hidden, both estimates agree and the
+    // cached plan is used.
+    let who = Who::User(viewer);
+    let select = format!("SELECT t.author_id, t.latest_created_at{authors} FROM ");
+    let from = match scope {
+        Scope::Everyone => Sql::new(&select).push("status_tray t"),
+        // The viewer's own and their friends' rows, looked up per author:
+        // a walk of the tray in page order would read every author's row
+        // to find a few friends'.
+        Scope::Friends => Sql::new(&select)
+            .push("(SELECT ")
+            .append(dialect.opaque_bigint(viewer))
+            .push(" AS id UNION ALL ")
+            .append(visibility::friend_ids(who))
+            .push(") f ")
+            .push(&dialect.rows_for_each("status_tray", "t", "author_id", "f.id")),
+    };
+    from.push(join)
+        .push(" ")
+        .append(tray_rows(dialect, who, now))
+        .append(q.bounds("t.latest_created_at", "t.author_id"))
+}
+
 /// One entry of the story tray.
 #[derive(Clone, Debug, FromQueryResult)]
 pub struct TrayRow {
@@ -515,30 +561,7 @@ pub async fn tray_page<C: ConnectionTrait>(
         (Scope::Friends, None) => return Err(AppError::sign_in_required()),
         (scope, viewer) => (scope, viewer.unwrap_or(0)),
     };
-    // `CROSS JOIN` keeps SQLite walking the tray in page order and looking
-    // each author up, instead of starting from the users.
-    let (authors, join) = if with_authors {
-        (
-            format!(", {PROFILE_COLUMNS}"),
-            " CROSS JOIN users u WHERE u.id = t.author_id AND",
-        )
-    } else {
-        (String::new(), " WHERE")
-    };
-    // The time goes in where the planner cannot see it: nearly every tray
-    // row is live, so on PostgreSQL a plan made for the actual time looks
-    // cheaper than the cached generic one (which assumes a third), and the
-    // statement was planned anew for every request (about 45 % of its CPU
-    // per tray page at 10k, measured). Hidden, both estimates agree and the
-    // cached plan is used.
-    let who = Who::User(viewer);
-    let sql = Sql::new(&format!(
-        "SELECT t.author_id, t.latest_created_at{authors} FROM status_tray t{join} "
-    ))
-    .append(tray_rows(Dialect::of(db), who, now))
-    .push(" AND ")
-    .append(visibility::scope(scope, "t.author_id", viewer))
-    .append(q.bounds("t.latest_created_at", "t.author_id"));
+    let sql = tray_page_query(Dialect::of(db), viewer, scope, now, q, with_authors);
     let key = |t: &TrayRow| Key {
         ts: t.latest_created_at,
         id: t.author_id,

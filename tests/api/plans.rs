@@ -113,6 +113,37 @@ async fn the_author_page_walks_its_index(app: &TestApp) {
 
 crate::both_backends!(the_author_page_walks_its_index);
 
+/// The rows the nodes of a PostgreSQL `EXPLAIN ANALYZE` `plan` that `node`
+/// keeps read, all loops together: those they returned and those their
+/// filters left out.
+fn read_by(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
+    let lines: Vec<&str> = plan.lines().collect();
+    let mut total = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if !node(line) || !line.contains("actual time=") {
+            continue;
+        }
+        let actual = line.split("actual time=").nth(1).unwrap_or("");
+        let field = |name: &str| -> u64 {
+            actual
+                .split(name)
+                .nth(1)
+                .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let loops = field("loops=").max(1);
+        let removed: u64 = lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.contains("->"))
+            .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
+            .filter_map(|n| n.trim().parse::<u64>().ok())
+            .sum();
+        total += (field("rows=") + removed) * loops;
+    }
+    total
+}
+
 /// The rows the filters of a PostgreSQL `EXPLAIN ANALYZE` `plan` read and
 /// left out, all nodes together.
 fn removed_by_filter(plan: &str) -> u64 {
@@ -166,3 +197,83 @@ async fn nodes_read_only_the_tables_of_their_ids(app: &TestApp) {
 }
 
 crate::both_backends!(nodes_read_only_the_tables_of_their_ids);
+
+/// The story tray's page (`storyTray`), anonymous and signed in, of
+/// everyone and of friends, with and without the authors' profiles, over
+/// 2,000 authors' tray rows (three levels each), the viewer a friend of 50
+/// of them: it walks the tray in page order (`status_tray_order`), reading
+/// a bounded number of rows, with no sort over the tray.
+async fn the_tray_page_walks_its_index(app: &TestApp) {
+    use ephemera::domain::Scope;
+    seed_authors(app).await;
+    let viewer = app.sign_up("trayreader").await;
+    let me: i64 = viewer.id.parse().expect("an id");
+    let db = &app.state.db;
+    let dialect = Dialect::of(db);
+    db.execute_unprepared(
+        "INSERT INTO status_tray (author_id, audience, latest_created_at, max_expires_at) \
+         SELECT s.author_id, l.level, MAX(s.created_at), MAX(s.expires_at) FROM statuses s \
+         CROSS JOIN (SELECT 'PUBLIC' AS level UNION ALL SELECT 'FRIENDS' UNION ALL SELECT 'CLOSE_FRIENDS') l \
+         WHERE s.author_id > 7000000 GROUP BY s.author_id, l.level",
+    )
+    .await
+    .expect("tray rows");
+    for f in 0..50 {
+        let friend = 7_000_001 + f * 40;
+        let (low, high) = (friend.min(me), friend.max(me));
+        db.execute_unprepared(&format!(
+            "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
+             VALUES ({low}, {high}, {me}, 0, 0)"
+        ))
+        .await
+        .expect("a friend");
+    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
+    let now = app.clock.now();
+    let q = PageQuery {
+        limit: 20,
+        backward: false,
+        after: None,
+        before: None,
+    };
+    for (viewer, scope) in [
+        (0, Scope::Everyone),
+        (me, Scope::Everyone),
+        (me, Scope::Friends),
+    ] {
+        for with_authors in [false, true] {
+            let name = format!("viewer {viewer}, {scope:?}, authors {with_authors}");
+            let sql = status::tray_page_query(dialect, viewer, scope, now, &q, with_authors);
+            let plan = plan_of(db, sql).await;
+            match (dialect, scope) {
+                (Dialect::Sqlite, Scope::Everyone) => {
+                    assert!(
+                        plan.contains("SCAN t USING INDEX status_tray_order"),
+                        "{name}:\n{plan}"
+                    );
+                    assert!(!plan.contains("TEMP B-TREE"), "{name}:\n{plan}");
+                }
+                (Dialect::Sqlite, Scope::Friends) => {
+                    assert!(plan.contains("SEARCH t USING INDEX"), "{name}:\n{plan}");
+                    assert!(!plan.contains("SCAN t"), "{name}:\n{plan}");
+                }
+                (Dialect::Postgres, Scope::Everyone) => {
+                    // Three levels per author: at most three rows each.
+                    let read = read_by(&plan, |l| l.contains("on status_tray "));
+                    assert!(read <= 3 * 21, "{name}: {read} rows read:\n{plan}");
+                    assert!(!plan.contains("Sort"), "{name}: a sort:\n{plan}");
+                }
+                (Dialect::Postgres, Scope::Friends) => {
+                    // The viewer's and 50 friends' rows, not the tray's.
+                    let read = read_by(&plan, |l| l.contains("on status_tray "));
+                    assert!(read <= 3 * 51, "{name}: {read} rows read:\n{plan}");
+                    assert!(!plan.contains("status_tray_order"), "{name}:\n{plan}");
+                }
+            }
+        }
+    }
+}
+
+crate::both_backends!(the_tray_page_walks_its_index);
