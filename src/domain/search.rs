@@ -25,7 +25,7 @@ use super::page::{Key, Page, PageQuery};
 use super::user::{PROFILE_COLUMNS, Profile};
 use super::visibility::{Who, visible_person};
 use crate::clock::Millis;
-use crate::db::{self, Sql};
+use crate::db::{self, Dialect, Sql};
 use crate::error::{AppError, AppResult};
 
 /// The longest search text, in characters.
@@ -225,9 +225,31 @@ impl Search {
 
 /// `col` begins with `word`: a range of the btree.
 fn begins(col: &str, word: &str) -> Sql {
-    let sql = Sql::new(&format!("{col} >= ")).bind(word.to_owned());
+    begins_as(col, word, Value::Bound)
+}
+
+/// How a statement writes a word's bounds: bound, or bound where the
+/// planner cannot see them ([`Dialect::opaque_text`]).
+#[derive(Clone, Copy, Debug)]
+enum Value {
+    Bound,
+    Opaque(Dialect),
+}
+
+impl Value {
+    fn of(self, text: String) -> Sql {
+        match self {
+            Value::Bound => Sql::default().bind(text),
+            Value::Opaque(dialect) => dialect.opaque_text(text),
+        }
+    }
+}
+
+/// [`begins`], its bounds written as `value` says.
+fn begins_as(col: &str, word: &str, value: Value) -> Sql {
+    let sql = Sql::new(&format!("{col} >= ")).append(value.of(word.to_owned()));
     match successor(word) {
-        Some(hi) => sql.push(&format!(" AND {col} < ")).bind(hi),
+        Some(hi) => sql.push(&format!(" AND {col} < ")).append(value.of(hi)),
         None => sql,
     }
 }
@@ -246,13 +268,18 @@ fn friend_ids(viewer: i64) -> Sql {
 /// as a scalar subquery, which PostgreSQL does not turn into a join that
 /// reads every user with that word (`EXISTS` it does).
 fn has_others(search: &Search, col: &str) -> Sql {
+    has_others_as(search, col, Value::Bound)
+}
+
+/// [`has_others`], the words' bounds written as `value` says.
+fn has_others_as(search: &Search, col: &str, value: Value) -> Sql {
     let mut sql = Sql::new("1 = 1");
     for other in search.others() {
         sql = sql
             .push(&format!(
                 " AND (SELECT o.user_id FROM user_words o WHERE o.user_id = {col} AND "
             ))
-            .append(begins("o.word", other))
+            .append(begins_as("o.word", other, value))
             .push(" LIMIT 1) IS NOT NULL");
     }
     sql
@@ -267,7 +294,10 @@ struct Sampled {
 /// The statement of the sample that chooses the walking word: for each
 /// word, how many of the first [`SAMPLE`] rows of its range the other words
 /// match. `None` for fewer than two words (there is nothing to choose).
-pub fn sample_query(search: &Search) -> Option<Sql> {
+/// The words' bounds are out of the planner's sight (`dialect`): planned
+/// for them, the statement was planned anew on every run on PostgreSQL.
+pub fn sample_query(search: &Search, dialect: Dialect) -> Option<Sql> {
+    let value = Value::Opaque(dialect);
     if search.words.len() < 2 {
         return None;
     }
@@ -281,11 +311,11 @@ pub fn sample_query(search: &Search) -> Option<Sql> {
             .push("SELECT ")
             .bind(i64::try_from(i).unwrap_or(i64::MAX))
             .push(" AS walk, (SELECT COUNT(*) FROM (SELECT s.user_id FROM user_words s WHERE ")
-            .append(begins("s.word", &search.words[i]))
+            .append(begins_as("s.word", &search.words[i], value))
             .push(" ORDER BY s.word, s.user_id LIMIT ")
             .bind(SAMPLE)
             .push(") h WHERE ")
-            .append(has_others(&walking, "h.user_id"))
+            .append(has_others_as(&walking, "h.user_id", value))
             .push(") AS matched");
     }
     Some(sql)
@@ -295,7 +325,7 @@ pub fn sample_query(search: &Search) -> Option<Sql> {
 /// whose first rows the other words match most often (the longest among
 /// equals); one statement, none for a single word.
 pub async fn choose_walk<C: ConnectionTrait>(db: &C, search: Search) -> AppResult<Search> {
-    let Some(sql) = sample_query(&search) else {
+    let Some(sql) = sample_query(&search, Dialect::of(db)) else {
         return Ok(search);
     };
     let sampled: Vec<Sampled> = db::fetch_all(db, sql).await?;

@@ -610,7 +610,10 @@ async fn search_walks_its_index(app: &TestApp) {
             "two words, the shorter walking",
             search::phase_query(&two.clone().walking(1), Some(me), search::OTHERS, None, 20),
         ),
-        ("the sample of two words", search::sample_query(&two)),
+        (
+            "the sample of two words",
+            search::sample_query(&two, dialect),
+        ),
         (
             "friends",
             search::phase_query(&one, Some(me), search::FRIENDS, None, 20),

@@ -277,3 +277,132 @@ async fn the_tray_page_walks_its_index(app: &TestApp) {
 }
 
 crate::both_backends!(the_tray_page_walks_its_index);
+
+/// On PostgreSQL, each hot statement is planned once and then runs its
+/// cached generic plan: of ten runs of it prepared, at least five use the
+/// generic plan (the planner switches after five custom plans when the
+/// generic one costs no more). A statement that looks cheaper planned for
+/// its values is planned anew on every run instead (the search's sample
+/// was, about 1 ms each, for the same plan).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_statements_run_their_cached_plans() {
+    use ephemera::domain::Scope;
+    use ephemera::domain::search::{self, Search};
+    use sea_orm::TransactionTrait;
+    let app = TestApp::spawn(crate::support::Backend::Postgres).await;
+    seed_authors(&app).await;
+    let viewer = app.sign_up("planner").await;
+    let db = &app.state.db;
+    let dialect = Dialect::of(db);
+    let series = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000)";
+    let mut seed = vec![insert::select_into::<user::Entity>(Sql::new(&format!(
+        "{series} SELECT 5000000 + x, 'pl' || x, 'pl' || x, 'Pl ' || x, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g"
+    )))];
+    for word in ["'pl' || x", "'pl'", "CAST(x AS TEXT)"] {
+        seed.push(Sql::new(&format!(
+            "INSERT INTO user_words (word, user_id) {series} SELECT {word}, 5000000 + x FROM g"
+        )));
+    }
+    for sql in seed {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
+    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
+    let me: i64 = viewer.id.parse().expect("an id");
+    let now = app.clock.now();
+    let one = Search::parse("pl12").expect("a search");
+    let two = Search::parse("Pl 7").expect("a search");
+    let page = PageQuery {
+        limit: 20,
+        backward: false,
+        after: None,
+        before: None,
+    };
+    let statements = [
+        (
+            "search, others",
+            search::phase_query(&one, Some(me), search::OTHERS, None, 20),
+        ),
+        (
+            "search, friends",
+            search::phase_query(&one, Some(me), search::FRIENDS, None, 20),
+        ),
+        (
+            "search, two words",
+            search::phase_query(&two, Some(me), search::OTHERS, None, 20),
+        ),
+        ("search, the sample", search::sample_query(&two, dialect)),
+        (
+            "author page",
+            Some(status::author_page_query(
+                7_002_000,
+                now,
+                &page,
+                Some(me),
+                Sql::new("FALSE"),
+            )),
+        ),
+        (
+            "tray",
+            Some(status::tray_page_query(
+                dialect,
+                me,
+                Scope::Everyone,
+                now,
+                &page,
+                true,
+            )),
+        ),
+        (
+            "friends' tray",
+            Some(status::tray_page_query(
+                dialect,
+                me,
+                Scope::Friends,
+                now,
+                &page,
+                true,
+            )),
+        ),
+    ];
+    for (name, sql) in statements {
+        let built = sql.expect("a statement").build(dialect);
+        let args: Vec<String> = built
+            .values
+            .iter()
+            .flat_map(|v| v.0.iter())
+            .map(|v| dialect.value_literal(v))
+            .collect();
+        let txn = db.begin().await.expect("a transaction");
+        txn.execute_unprepared(&format!("PREPARE hot AS {}", built.sql))
+            .await
+            .expect("prepare");
+        for _ in 0..10 {
+            txn.execute_unprepared(&format!("EXECUTE hot({})", args.join(", ")))
+                .await
+                .expect("execute");
+        }
+        let rows = txn
+            .query_all_raw(sea_orm::Statement::from_string(
+                sea_orm::DbBackend::Postgres,
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'hot'"
+                    .to_owned(),
+            ))
+            .await
+            .expect("the plan cache");
+        let generic: i64 = rows[0].try_get("", "generic_plans").expect("generic");
+        let custom: i64 = rows[0].try_get("", "custom_plans").expect("custom");
+        txn.execute_unprepared("DEALLOCATE hot")
+            .await
+            .expect("deallocate");
+        txn.rollback().await.expect("rollback");
+        assert!(
+            generic >= 5,
+            "{name}: {generic} generic and {custom} custom plans of 10 runs"
+        );
+    }
+    app.finish().await;
+}
