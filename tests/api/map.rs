@@ -332,14 +332,7 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
             far = i64::MAX / 2,
         ))),
     ];
-    for sql in rows {
-        db.execute_unprepared(&sql.build(dialect).sql)
-            .await
-            .expect("seed");
-    }
-    db.execute_unprepared(dialect.analyze())
-        .await
-        .expect("analyze");
+    crate::support::seed_sql(db, rows.into()).await;
     let paris = ephemera::domain::geo::BoundingBox {
         south: 48.75,
         west: 2.2,

@@ -556,40 +556,21 @@ async fn friendship_changes_reach_both_sides(app: &TestApp) {
 /// the friends phase; on PostgreSQL with the generic plan a prepared
 /// statement switches to after five runs.
 async fn search_walks_its_index(app: &TestApp) {
-    use ephemera::db::{Dialect, Sql, insert};
+    use ephemera::db::{Dialect, Sql};
     use ephemera::domain::search::{self, Search};
-    use ephemera::entity::user;
-    use sea_orm::ConnectionTrait;
     let viewer = app.sign_up("planner").await;
     let db = &app.state.db;
     let dialect = Dialect::of(db);
-    let series = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000)";
-    let mut seed = vec![insert::select_into::<user::Entity>(Sql::new(&format!(
-        "{series} SELECT 5000000 + x, 'pl' || x, 'pl' || x, 'Pl ' || x, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g"
-    )))];
-    for word in ["'pl' || x", "'pl'", "CAST(x AS TEXT)"] {
-        seed.push(Sql::new(&format!(
-            "INSERT INTO user_words (word, user_id) {series} SELECT {word}, 5000000 + x FROM g"
-        )));
-    }
-    for sql in seed {
-        db.execute_unprepared(&sql.build(dialect).sql)
-            .await
-            .expect("seed");
-    }
+    let mut seed = crate::support::pl_accounts();
     // Friends with a few of them.
     for f in [5_000_012_i64, 5_000_120] {
-        db.execute_unprepared(&format!(
+        seed.push(Sql::new(&format!(
             "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
              VALUES ({f}, {v}, {v}, 0, 0)",
             v = viewer.id
-        ))
-        .await
-        .expect("a friend");
+        )));
     }
-    db.execute_unprepared(dialect.analyze())
-        .await
-        .expect("analyze");
+    crate::support::seed_sql(db, seed).await;
     let me: i64 = viewer.id.parse().expect("an id");
     let one = Search::parse("pl12").expect("a search");
     let two = Search::parse("Pl 7").expect("a search");

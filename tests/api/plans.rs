@@ -15,13 +15,11 @@ use crate::support::{TestApp, plan_of, rows_read};
 /// Accounts 7,000,001 to 7,002,000; each of the first 1,998 with two live
 /// statuses, the last two (7,001,999 and 7,002,000) with 1,000 each.
 async fn seed_authors(app: &TestApp) {
-    let db = &app.state.db;
-    let dialect = Dialect::of(db);
     let now = app.clock.now();
     let series = |n: u32| {
         format!("WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < {n})")
     };
-    let seed = [
+    let seed = vec![
         insert::select_into::<user::Entity>(Sql::new(&format!(
             "{} SELECT 7000000 + x, 'au' || x, 'au' || x, NULL, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g",
             series(2000)
@@ -39,14 +37,7 @@ async fn seed_authors(app: &TestApp) {
             series(2000)
         ))),
     ];
-    for sql in seed {
-        db.execute_unprepared(&sql.build(dialect).sql)
-            .await
-            .expect("seed");
-    }
-    db.execute_unprepared(dialect.analyze())
-        .await
-        .expect("analyze");
+    crate::support::seed_sql(&app.state.db, seed).await;
 }
 
 /// The per-author page (`statuses(userId:)`, `User.statuses`), anonymous
@@ -294,23 +285,7 @@ async fn hot_statements_run_their_cached_plans() {
     let viewer = app.sign_up("planner").await;
     let db = &app.state.db;
     let dialect = Dialect::of(db);
-    let series = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000)";
-    let mut seed = vec![insert::select_into::<user::Entity>(Sql::new(&format!(
-        "{series} SELECT 5000000 + x, 'pl' || x, 'pl' || x, 'Pl ' || x, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g"
-    )))];
-    for word in ["'pl' || x", "'pl'", "CAST(x AS TEXT)"] {
-        seed.push(Sql::new(&format!(
-            "INSERT INTO user_words (word, user_id) {series} SELECT {word}, 5000000 + x FROM g"
-        )));
-    }
-    for sql in seed {
-        db.execute_unprepared(&sql.build(dialect).sql)
-            .await
-            .expect("seed");
-    }
-    db.execute_unprepared(dialect.analyze())
-        .await
-        .expect("analyze");
+    crate::support::seed_sql(db, crate::support::pl_accounts()).await;
     let me: i64 = viewer.id.parse().expect("an id");
     let now = app.clock.now();
     let one = Search::parse("pl12").expect("a search");
@@ -370,12 +345,7 @@ async fn hot_statements_run_their_cached_plans() {
     ];
     for (name, sql) in statements {
         let built = sql.expect("a statement").build(dialect);
-        let args: Vec<String> = built
-            .values
-            .iter()
-            .flat_map(|v| v.0.iter())
-            .map(|v| dialect.value_literal(v))
-            .collect();
+        let args = crate::support::literal_args(&built);
         let txn = db.begin().await.expect("a transaction");
         txn.execute_unprepared(&format!("PREPARE hot AS {}", built.sql))
             .await

@@ -1042,12 +1042,7 @@ pub async fn plan_of(db: &sea_orm::DatabaseConnection, sql: Sql) -> String {
         }
         Dialect::Postgres => {
             let built = sql.build(dialect);
-            let args: Vec<String> = built
-                .values
-                .iter()
-                .flat_map(|v| v.0.iter())
-                .map(|v| dialect.value_literal(v))
-                .collect();
+            let args = literal_args(&built);
             let txn = db.begin().await.expect("a transaction");
             txn.execute_unprepared("SET LOCAL plan_cache_mode = force_generic_plan")
                 .await
@@ -1098,4 +1093,48 @@ pub fn rows_read(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// The values bound in `built` (a PostgreSQL statement), as SQL literals:
+/// the arguments of an `EXECUTE` of it prepared.
+pub fn literal_args(built: &sea_orm::Statement) -> Vec<String> {
+    let dialect = ephemera::db::Dialect::Postgres;
+    built
+        .values
+        .iter()
+        .flat_map(|v| v.0.iter())
+        .map(|v| dialect.value_literal(v))
+        .collect()
+}
+
+/// Runs `statements` (seeding SQL) on the test's database, then refreshes
+/// the planner's statistics.
+pub async fn seed_sql(db: &sea_orm::DatabaseConnection, statements: Vec<Sql>) {
+    let dialect = ephemera::db::Dialect::of(db);
+    for sql in statements {
+        db.execute_unprepared(&sql.build(dialect).sql)
+            .await
+            .expect("seed");
+    }
+    db.execute_unprepared(dialect.analyze())
+        .await
+        .expect("analyze");
+}
+
+/// The seeding SQL of 20,000 accounts `pl1` to `pl20000` (ids 5,000,001
+/// up, display names `Pl 1`...), each indexed under its username, `pl`
+/// and its number: one prefix that 20,000 share.
+pub fn pl_accounts() -> Vec<Sql> {
+    let series = "WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM g WHERE x < 20000)";
+    let mut seed = vec![insert::select_into::<ephemera::entity::user::Entity>(
+        Sql::new(&format!(
+            "{series} SELECT 5000000 + x, 'pl' || x, 'pl' || x, 'Pl ' || x, 'x', 0, FALSE, NULL, NULL, NULL, NULL, 0 FROM g"
+        )),
+    )];
+    for word in ["'pl' || x", "'pl'", "CAST(x AS TEXT)"] {
+        seed.push(Sql::new(&format!(
+            "INSERT INTO user_words (word, user_id) {series} SELECT {word}, 5000000 + x FROM g"
+        )));
+    }
+    seed
 }
