@@ -10,7 +10,7 @@ use ephemera::domain::status;
 use ephemera::entity::{status as status_row, user};
 use sea_orm::ConnectionTrait;
 
-use crate::support::{TestApp, plan_of, rows_read};
+use crate::support::{TestApp, plan_of, read_by};
 
 /// Accounts 7,000,001 to 7,002,000; each of the first 1,998 with two live
 /// statuses, the last two (7,001,999 and 7,002,000) with 1,000 each.
@@ -85,8 +85,7 @@ async fn the_author_page_walks_its_index(app: &TestApp) {
                     Dialect::Postgres => {
                         // The page, one more, and what the audience
                         // leaves out on the way (a third are FRIENDS).
-                        let read = rows_read(&plan, |l| l.contains("on statuses"))
-                            + removed_by_filter(&plan);
+                        let read = read_by(&plan, |l| l.contains("on statuses"));
                         assert!(read <= 2 * 11, "{name}: {read} rows read:\n{plan}");
                         assert!(!plan.contains("Sort"), "{name}: a sort:\n{plan}");
                         let buffers: u64 = plan
@@ -103,46 +102,6 @@ async fn the_author_page_walks_its_index(app: &TestApp) {
 }
 
 crate::both_backends!(the_author_page_walks_its_index);
-
-/// The rows the nodes of a PostgreSQL `EXPLAIN ANALYZE` `plan` that `node`
-/// keeps read, all loops together: those they returned and those their
-/// filters left out.
-fn read_by(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
-    let lines: Vec<&str> = plan.lines().collect();
-    let mut total = 0;
-    for (i, line) in lines.iter().enumerate() {
-        if !node(line) || !line.contains("actual time=") {
-            continue;
-        }
-        let actual = line.split("actual time=").nth(1).unwrap_or("");
-        let field = |name: &str| -> u64 {
-            actual
-                .split(name)
-                .nth(1)
-                .and_then(|v| v.split(|c: char| !c.is_ascii_digit()).next())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
-        let loops = field("loops=").max(1);
-        let removed: u64 = lines[i + 1..]
-            .iter()
-            .take_while(|l| !l.contains("->"))
-            .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
-            .filter_map(|n| n.trim().parse::<u64>().ok())
-            .sum();
-        total += (field("rows=") + removed) * loops;
-    }
-    total
-}
-
-/// The rows the filters of a PostgreSQL `EXPLAIN ANALYZE` `plan` read and
-/// left out, all nodes together.
-fn removed_by_filter(plan: &str) -> u64 {
-    plan.lines()
-        .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
-        .filter_map(|n| n.trim().parse::<u64>().ok())
-        .sum()
-}
 
 /// `node` and `nodes` read only the tables that hold their ids: one
 /// statement finds them, then one per table present (plus the session's

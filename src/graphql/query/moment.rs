@@ -1,6 +1,5 @@
 //! Moments, locations and the map.
 
-use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::moment::MomentList;
@@ -8,8 +7,8 @@ use crate::domain::page::{CursorKind, List};
 use crate::domain::{location, map, moment};
 use crate::graphql::loaders::prime_moments;
 use crate::graphql::types::{
-    BoundingBoxInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment, MomentPin, Scope,
-    list_cost, moments_of, parse_id,
+    BoundingBoxInput, Connected, Location, LocationPin, MapMarker, MapMarkerSet, Moment, MomentPin,
+    Scope, list_cost, moments_of, parse_id,
 };
 use crate::graphql::{app, db, loaders, viewer};
 

@@ -47,36 +47,15 @@ async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>
             .filter(|n| held.get(n) == Some(&table))
             .collect()
     };
+    // Each finder runs no statement for no ids.
     let now = app.clock.now();
-    let (users, statuses, moments, locations) = (
-        of(Table::User),
-        of(Table::Status),
-        of(Table::Moment),
-        of(Table::Location),
-    );
-    let users = if users.is_empty() {
-        Default::default()
-    } else {
-        user::find_visible_by_ids(db, me, &users).await?
-    };
-    let statuses = if statuses.is_empty() {
-        Default::default()
-    } else {
-        status::find_readable_by_ids(db, me, &statuses, now).await?
-    };
-    let moments = if moments.is_empty() {
-        Default::default()
-    } else {
-        moment::find_readable_by_ids(db, me, &moments, now).await?
-    };
-    let locations = if locations.is_empty() {
-        Default::default()
-    } else {
-        location::find_visible_by_ids(db, me, &locations, now).await?
-    };
-    let media = match (me, of(Table::Media)) {
-        (Some(v), owned) if !owned.is_empty() => media::find_owned_by_ids(db, v, &owned).await?,
-        _ => Default::default(),
+    let users = user::find_visible_by_ids(db, me, &of(Table::User)).await?;
+    let statuses = status::find_readable_by_ids(db, me, &of(Table::Status), now).await?;
+    let moments = moment::find_readable_by_ids(db, me, &of(Table::Moment), now).await?;
+    let locations = location::find_visible_by_ids(db, me, &of(Table::Location), now).await?;
+    let media = match me {
+        Some(v) => media::find_owned_by_ids(db, v, &of(Table::Media)).await?,
+        None => Default::default(),
     };
     Ok(ids
         .iter()

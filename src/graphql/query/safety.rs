@@ -1,14 +1,14 @@
 //! The viewer's own lists (close friends, hidden from, muted, blocked),
 //! their moderation notices, and the moderators' report queue.
 
-use crate::graphql::types::Connected;
 use async_graphql::{Context, Object, Result};
 
 use crate::domain::moderation;
 use crate::domain::page::{CursorKind, List};
 use crate::domain::safety::{self, Relation};
 use crate::graphql::types::{
-    ModerationNotice, Report, User, connection, forward_query, list_cost, user_connection,
+    Connected, ModerationNotice, Report, User, connection, forward_query, list_cost,
+    user_connection,
 };
 use crate::graphql::{app, db, viewer};
 

@@ -1,13 +1,12 @@
 //! Statuses: the story tray, per-author pages, one status.
 
-use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List, PageArgs, PageQuery};
 use crate::domain::status;
 use crate::graphql::loaders::{prime_statuses, prime_tray, wants_authors, wants_seen};
 use crate::graphql::types::{
-    Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
+    Connected, Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
 };
 use crate::graphql::{app, db, viewer};
 

@@ -1,13 +1,12 @@
 //! Users: the viewer, lookups, friend requests.
 
-use crate::graphql::types::Connected;
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::page::{CursorKind, List};
 use crate::domain::visibility::Who;
 use crate::domain::{friend, search, user};
 use crate::error::AppError;
-use crate::graphql::types::{User, forward_query, list_cost, parse_id, user_connection};
+use crate::graphql::types::{Connected, User, forward_query, list_cost, parse_id, user_connection};
 use crate::graphql::{db, loaders, viewer};
 
 #[derive(Default)]

@@ -1080,19 +1080,51 @@ pub async fn plan_of(db: &sea_orm::DatabaseConnection, sql: Sql) -> String {
         .join("\n")
 }
 
+/// The rows and loops a node's line of a PostgreSQL `EXPLAIN ANALYZE`
+/// plan reports (`actual time=... rows=R loops=L`).
+fn actual_rows(line: &str) -> Option<(u64, u64)> {
+    let actual = line.split("actual time=").nth(1)?;
+    let field = |name: &str| -> Option<u64> {
+        let digits = actual.split(name).nth(1)?;
+        digits
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((field("rows=")?, field("loops=")?))
+}
+
 /// The most rows any node of a PostgreSQL `EXPLAIN ANALYZE` `plan` that
 /// `node` keeps read (per loop, times its loops); 0 on SQLite's plans.
 pub fn rows_read(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
     plan.lines()
         .filter(|l| node(l))
-        .filter_map(|l| {
-            let actual = l.split("actual time=").nth(1)?;
-            let rows = actual.split("rows=").nth(1)?.split_whitespace().next()?;
-            let loops = actual.split("loops=").nth(1)?.trim_end_matches(')');
-            Some(rows.parse::<u64>().ok()? * loops.parse::<u64>().ok()?)
-        })
+        .filter_map(actual_rows)
+        .map(|(rows, loops)| rows * loops)
         .max()
         .unwrap_or(0)
+}
+
+/// The rows the nodes of a PostgreSQL `EXPLAIN ANALYZE` `plan` that `node`
+/// keeps read, all nodes and loops together: those they returned and those
+/// their filters left out; 0 on SQLite's plans.
+pub fn read_by(plan: &str, node: impl Fn(&str) -> bool) -> u64 {
+    let lines: Vec<&str> = plan.lines().collect();
+    let mut total = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let Some((rows, loops)) = actual_rows(line).filter(|_| node(line)) else {
+            continue;
+        };
+        let removed: u64 = lines[i + 1..]
+            .iter()
+            .take_while(|l| !l.contains("->"))
+            .filter_map(|l| l.trim().strip_prefix("Rows Removed by Filter: "))
+            .filter_map(|n| n.trim().parse::<u64>().ok())
+            .sum();
+        total += (rows + removed) * loops.max(1);
+    }
+    total
 }
 
 /// The values bound in `built` (a PostgreSQL statement), as SQL literals:
