@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sourced by scripts/test and scripts/bench: starts this machine's PostgreSQL
 # cluster if it is not running and makes sure the `ephemera_test` role (which
-# may create databases) exists. PostgreSQL 15 is installed but not running on
+# may create databases) exists, and `ephemera_peer` (a login with no rights of
+# its own: the benchmark grants it reading the database it seeded, for the
+# PostGraphile peer). PostgreSQL 15 is installed but not running on
 # the CI machines.
 
 start_postgres() {
@@ -38,5 +40,8 @@ start_postgres
 psql_admin "DO \$\$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ephemera_test') THEN
     CREATE ROLE ephemera_test LOGIN CREATEDB PASSWORD 'ephemera_test';
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'ephemera_peer') THEN
+    CREATE ROLE ephemera_peer LOGIN PASSWORD 'ephemera_peer';
   END IF;
 END \$\$;"

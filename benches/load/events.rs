@@ -18,7 +18,7 @@
 //! - The live tray: N signed-in subscribers of `events` (seeded accounts
 //!   1..=N, each told its tray entries), posting throughput against the
 //!   same posts with none attached (measured right before): FRIENDS posts
-//!   (each reaches the poster's 50 friends' trays), then PUBLIC ones (every
+//!   (each reaches the poster's friends' trays), then PUBLIC ones (every
 //!   subscriber's tray), with the tray events they were told per second.
 
 use std::sync::Arc;

@@ -184,9 +184,14 @@ pub struct Client {
 
 impl Client {
     pub fn new(server: &Server) -> Self {
+        Self::at(&server.addr)
+    }
+
+    /// A client of the GraphQL endpoint at `addr` (`host:port`, `/graphql`).
+    pub fn at(addr: &str) -> Self {
         Self {
-            addr: server.addr.as_str().into(),
-            host: HeaderValue::from_str(&server.addr).expect("host header"),
+            addr: addr.into(),
+            host: HeaderValue::from_str(addr).expect("host header"),
             uri: Uri::from_static("/graphql"),
             idle: Arc::default(),
         }
@@ -244,11 +249,11 @@ impl Client {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+pub fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 120_000_000, 3).expect("histogram")
 }
 
-fn ms(h: &Histogram<u64>, q: f64) -> f64 {
+pub fn ms(h: &Histogram<u64>, q: f64) -> f64 {
     h.value_at_quantile(q) as f64 / 1000.0
 }
 
@@ -328,7 +333,7 @@ pub async fn closed_loop(
 
 /// Latency at `rate` requests per second for `run`, each measured from when
 /// it was due.
-async fn open_loop(
+pub async fn open_loop(
     client: &Client,
     query: &Query,
     rate: f64,
@@ -377,7 +382,7 @@ async fn open_loop(
 /// task (and, when behind, a connection) per request on the cores it shares
 /// with the server, falls behind and fails requests itself (`{ __typename }`
 /// at 30,000/s did). Only the floor query comes near it.
-const MAX_OPEN_RATE: f64 = 10_000.0;
+pub const MAX_OPEN_RATE: f64 = 10_000.0;
 
 /// Throughput, then latency at a fixed rate (half the throughput first
 /// measured for this query, unless told otherwise, and at most
@@ -387,6 +392,12 @@ const MAX_OPEN_RATE: f64 = 10_000.0;
 /// own: on two cores shared with the server, a multi-threaded load
 /// generator spent a third of its CPU switching its own threads in and out.
 pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Rates) -> HttpResult {
+    on_load_thread(drive(server, query, opts, rates))
+}
+
+/// Runs `work` on a single-threaded runtime on a thread of its own (see
+/// [`measure`]), waiting for it.
+pub fn on_load_thread<T: Send>(work: impl Future<Output = T> + Send) -> T {
     tokio::task::block_in_place(|| {
         std::thread::scope(|scope| {
             scope
@@ -395,7 +406,7 @@ pub async fn measure(server: &Server, query: &Query, opts: &Opts, rates: &mut Ra
                         .enable_all()
                         .build()
                         .expect("load runtime")
-                        .block_on(drive(server, query, opts, rates))
+                        .block_on(work)
                 })
                 .join()
                 .expect("load thread")

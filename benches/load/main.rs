@@ -23,6 +23,10 @@
 //! - [`purge`]: the status purge job against a plain batched `DELETE`.
 //! - [`attack`]: the per-author page's throughput while slow-body
 //!   connections and a sign-in flood run, as a ratio to the same without.
+//! - [`peer`]: PostGraphile 5 on the same PostgreSQL database, side by side
+//!   with ephemera in alternating rounds on the per-author page, a status by
+//!   id and the page with its authors: throughput, latency at one rate, CPU
+//!   per request (server and database) and RSS of each.
 //! - [`floor`]: async-graphql alone on the tray's and the per-author page's
 //!   queries, with their values in memory: the least a page costs on this stack.
 
@@ -36,6 +40,7 @@ mod cpu;
 mod events;
 mod floor;
 mod load;
+mod peer;
 mod plain;
 mod purge;
 mod report;
@@ -63,9 +68,14 @@ pub struct Opts {
     /// Live statuses and moments at each size, smallest first.
     #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 1_000_000])]
     pub sizes: Vec<u64>,
-    /// Accounts seeded (each has 50 accepted friends).
+    /// Accounts seeded.
     #[arg(long, default_value_t = 100_000)]
     pub users: u64,
+    /// Accepted friends each account has (even; at least 2, fewer than
+    /// the accounts). With `--users 1000 --sizes 10000,1000000` authors have 10
+    /// and 1,000 live statuses: the per-author page is full at both sizes.
+    #[arg(long, default_value_t = 50)]
+    pub friends: u64,
     /// Databases to run on.
     #[arg(long, value_delimiter = ',', default_values = ["sqlite", "postgres"])]
     pub dbs: Vec<Db>,
@@ -116,7 +126,7 @@ pub struct Opts {
     /// Sign-in attempts a second the attack part's flood sends, in all.
     #[arg(long, default_value_t = 500.0)]
     pub attack_flood_rate: f64,
-    /// Leave out parts: any of floor, http, plain, subs, events, purge, attack, start.
+    /// Leave out parts: any of floor, http, plain, peer, subs, events, purge, attack, start.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Only the queries whose name contains one of these (e.g.
@@ -137,6 +147,7 @@ impl Opts {
         Self {
             sizes: vec![300, 600],
             users: 300,
+            friends: 50,
             dbs: vec![Db::Sqlite, Db::Postgres],
             seconds: 0.4,
             concurrency: 4,
@@ -222,6 +233,10 @@ async fn run(opts: &Opts) -> Report {
                 }
             }
             report.server_after_load(db, size, server.rss_kib(), server.anon_kib());
+            if db == Db::Postgres && opts.runs("peer") {
+                eprintln!("[{db} {size}] PostGraphile side by side");
+                report.peer(peer::measure(&bench, &server, opts).await);
+            }
             server.stop().await;
         }
         if opts.runs("attack") {

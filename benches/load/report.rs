@@ -8,6 +8,7 @@ use crate::attack::AttackResult;
 use crate::events::EventsResult;
 use crate::floor::FloorResult;
 use crate::load::{HttpResult, TYPENAME};
+use crate::peer::PeerResult;
 use crate::plain::SqlResult;
 use crate::purge::PurgeResult;
 use crate::seed::{Db, Seeded};
@@ -42,6 +43,7 @@ pub struct Report {
     purge: Vec<(Db, PurgeResult)>,
     attack: Vec<(Db, AttackResult)>,
     floor: Vec<FloorResult>,
+    peer: Vec<PeerResult>,
     pending_seed: Option<(Db, u64, Seeded)>,
 }
 
@@ -125,6 +127,10 @@ impl Report {
             http,
             sql,
         });
+    }
+
+    pub fn peer(&mut self, results: Vec<PeerResult>) {
+        self.peer.extend(results);
     }
 
     pub fn floor(&mut self, results: Vec<FloorResult>) {
@@ -216,6 +222,7 @@ impl Report {
             );
         }
 
+        self.render_peer(&mut out);
         self.render_floor(&mut out);
 
         if opts.sizes.len() > 1 {
@@ -322,11 +329,13 @@ impl Report {
                 e.posts_to_all * e.subscribers as f64,
             );
         }
-        out.push_str(
+        let _ = write!(
+            out,
             "\n### The live tray: signed-in `events` subscribers, each told its tray entries\n\n\
-             Posts by 16 accounts with 50 friends each; \"without\" is measured right before the subscribers attach.\n\n\
+             Posts by the seeded accounts in turn, {} friends each; \"without\" is measured right before the subscribers attach.\n\n\
              | db | instances | subscribers | FRIENDS createStatus/s without | with them | with / without | tray events told/s | PUBLIC createStatus/s with them (every tray) | tray events told/s |\n\
              |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            opts.friends
         );
         for (db, e) in &self.events {
             let t = &e.tray;
@@ -413,6 +422,59 @@ impl Report {
     /// What the pages could reach at best on this stack: their SQL against
     /// their SQL plus async-graphql's execution floor plus the HTTP floor
     /// (the server's CPU for `{ __typename }` at the same size).
+    /// ephemera and PostGraphile, query by query: the peer's row under ours,
+    /// and the ratios (ours against the peer's) under both.
+    fn render_peer(&self, out: &mut String) {
+        if self.peer.is_empty() {
+            return;
+        }
+        out.push_str(
+            "\n### ephemera and PostGraphile 5 on one PostgreSQL database\n\n\
+             Alternating closed-loop rounds (the first req/s, p50, p99), then both at one \
+             open-loop rate (half the slower one's throughput). CPU per request: in all, \
+             the server's process, the database's backends.\n\n\
+             | size | query | server | req/s | p50 ms | p99 ms | rate req/s | p50 ms | p99 ms | CPU µs/req | server | database | RSS MiB | errors |\n\
+             |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for r in &self.peer {
+            for (who, s) in [("ephemera", &r.ours), ("PostGraphile", &r.peer)] {
+                let _ = writeln!(
+                    out,
+                    "| {} | `{}` | {who} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0} | {} | {} |",
+                    size(r.size),
+                    r.query,
+                    s.throughput,
+                    s.closed_p50_ms,
+                    s.closed_p99_ms,
+                    r.rate,
+                    s.p50_ms,
+                    s.p99_ms,
+                    s.cpu_us,
+                    s.server_cpu_us,
+                    s.db_cpu_us,
+                    mib(s.rss_kib),
+                    s.errors,
+                );
+            }
+            let (a, b) = (&r.ours, &r.peer);
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | ephemera ÷ PostGraphile | {} | {} | {} | | {} | {} | {} | {} | {} | {} | |",
+                size(r.size),
+                r.query,
+                ratio(a.throughput, b.throughput),
+                ratio(a.closed_p50_ms, b.closed_p50_ms),
+                ratio(a.closed_p99_ms, b.closed_p99_ms),
+                ratio(a.p50_ms, b.p50_ms),
+                ratio(a.p99_ms, b.p99_ms),
+                ratio(a.cpu_us, b.cpu_us),
+                ratio(a.server_cpu_us, b.server_cpu_us),
+                ratio(a.db_cpu_us, b.db_cpu_us),
+                ratio(a.rss_kib as f64, b.rss_kib as f64),
+            );
+        }
+    }
+
     fn render_floor(&self, out: &mut String) {
         if self.floor.is_empty() {
             return;
@@ -492,6 +554,20 @@ impl Report {
             self.floor.iter().all(|f| f.us_per_request > 0.0) && self.floor.len() == 3,
             "execution floor not measured"
         );
+        assert!(
+            self.peer.len() >= 3,
+            "PostGraphile not measured side by side"
+        );
+        for r in &self.peer {
+            for (who, side) in [("ephemera", &r.ours), ("PostGraphile", &r.peer)] {
+                assert!(
+                    side.errors == 0 && side.throughput > 0.0 && side.rss_kib > 0,
+                    "{} on {who}: {:?} ({side:?})",
+                    r.query,
+                    side.first_error
+                );
+            }
+        }
         assert!(!self.subs.is_empty(), "no subscription measurements");
         for (db, results) in &self.subs {
             for r in results {

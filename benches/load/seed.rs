@@ -4,7 +4,8 @@
 //!
 //! The data is deterministic. Row `i` takes its attributes from
 //! `h = i * 2654435761 mod 1000003`, a spread of the numbers 0..1e6:
-//! - accounts `1..=users`, each with 50 accepted friends (`i ± k * users/51`);
+//! - accounts `1..=users`, each with `friends` accepted friends (50 unless
+//!   told: `i ± k * users/(friends + 1)`);
 //! - live statuses created over the last 23 hours by `1 + i * 7919 mod users`,
 //!   one in four with media; a tray summary row per author;
 //! - moments: 10 % around Paris, the rest around 99 other cities, each within
@@ -81,6 +82,8 @@ pub struct Bench {
     /// The clock the seeded rows are relative to (ms since the epoch).
     pub now: i64,
     pub users: u64,
+    /// Accepted friends of each account.
+    pub friends: u64,
     pub size: u64,
     admin: Option<(DatabaseConnection, String)>,
     tokens: TokenKeys,
@@ -135,6 +138,7 @@ impl Bench {
             dir,
             now,
             users: opts.users,
+            friends: opts.friends,
             size: 0,
             admin,
             tokens: TokenKeys::new(SECRET.as_bytes(), 30 * 24 * HOUR_MS),
@@ -258,9 +262,15 @@ impl Bench {
         let expires = now + 30 * 24 * HOUR_MS;
         self.insert::<session::Entity>(format!("SELECT id, id, {now}, {expires} FROM users"))
             .await;
-        // Friends at i + k * step for k = 1..25, so everyone has 50.
-        let step = (users / 51).max(1);
-        let (cte_k, from_k) = self.dialect().integers("f", "k", 1, 25);
+        // Friends at i ± k * step for k = 1..=friends/2, so everyone has
+        // `friends`.
+        let half = i64::try_from(self.friends / 2).expect("friends");
+        let step = (users / (2 * half + 1)).max(1);
+        assert!(
+            half >= 1 && half * step * 2 < users,
+            "--friends: at least 2 and fewer than --users"
+        );
+        let (cte_k, from_k) = self.dialect().integers("f", "k", 1, half);
         let with = with_recursive(&[cte_g, cte_k]);
         self.exec(
             &format!(
