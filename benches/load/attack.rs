@@ -9,6 +9,7 @@
 //! come from other loopback addresses (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
 
+use ephemera::graphql::types::{IdKind, id as global};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -175,7 +176,10 @@ async fn heavy_queries(
     ids: Vec<i64>,
     until: Instant,
 ) -> (u64, u64) {
-    let ids: Vec<String> = ids.iter().map(|i| format!("\\\"{i}\\\"")).collect();
+    let ids: Vec<String> = ids
+        .iter()
+        .map(|i| format!("\\\"{}\\\"", global(IdKind::Status, *i).0))
+        .collect();
     let map = r#"{"query":"{ mapMarkers(bbox: { south: -90, west: -180, north: 90, east: 180 }, limit: 1000) { truncated markers { __typename ... on MomentPin { latitude longitude moment { id caption likesCount media { url } } } ... on LocationPin { badgeCount location { id name } } } } }"}"#.to_owned();
     let nodes = format!(
         r#"{{"query":"{{ nodes(ids: [{}]) {{ id ... on Status {{ caption createdAt viewerHasSeen author {{ id username displayName }} media {{ url width height }} }} }} }}"}}"#,

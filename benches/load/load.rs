@@ -7,6 +7,7 @@
 //! that falls behind shows its queueing in the percentiles instead of hiding
 //! it by slowing the client down (coordinated omission).
 
+use ephemera::graphql::types::{IdKind, id as global};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -103,7 +104,9 @@ pub fn queries(bench: &Bench) -> Vec<Query> {
                 .status_authors(VIEWERS)
                 .into_iter()
                 .zip(viewers.clone())
-                .map(|(author, v)| signed_in(STATUSES, json!({ "u": author.to_string() }), v))
+                .map(|(author, v)| {
+                    signed_in(STATUSES, json!({ "u": global(IdKind::User, author).0 }), v)
+                })
                 .collect(),
         },
         Query {

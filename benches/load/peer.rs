@@ -20,6 +20,7 @@
 //! anonymously, by its own names (`allStatuses(condition:, orderBy:)`,
 //! `statusByRowId`, `userByAuthorId`).
 
+use ephemera::graphql::types::{IdKind, id as global};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -141,7 +142,7 @@ async fn pairs(bench: &Bench) -> Vec<Pair> {
             bodies: authors
                 .iter()
                 .zip(1..)
-                .map(|(a, v)| ours(our, json!({ "u": a.to_string() }), v))
+                .map(|(a, v)| ours(our, json!({ "u": global(IdKind::User, *a).0 }), v))
                 .collect(),
         },
         peer: Query {
@@ -161,7 +162,7 @@ async fn pairs(bench: &Bench) -> Vec<Pair> {
                 bodies: statuses
                     .iter()
                     .zip(1..)
-                    .map(|(s, v)| ours(OUR_STATUS, json!({ "s": s.to_string() }), v))
+                    .map(|(s, v)| ours(OUR_STATUS, json!({ "s": global(IdKind::Status, *s).0 }), v))
                     .collect(),
             },
             peer: Query {

@@ -13,7 +13,6 @@ pub mod map;
 pub mod media;
 pub mod moderation;
 pub mod moment;
-pub mod node;
 pub mod page;
 pub mod safety;
 pub mod search;

@@ -65,6 +65,8 @@ impl SubjectKind {
 /// A new report.
 #[derive(Debug)]
 pub struct NewReport {
+    /// What the id names (the API's ids say it).
+    pub subject_kind: SubjectKind,
     pub subject_id: i64,
     /// One of the reasons the API lists, stored as its name.
     pub reason: String,
@@ -84,20 +86,22 @@ pub async fn report(
     let details = super::normalize_text(input.details, "details", MAX_DETAILS)?;
     let id = input.subject_id;
     let me = Some(reporter);
-    let (kind, author, excerpt) =
-        if let Some(s) = super::status::find_readable(db, me, id, now).await? {
-            (SubjectKind::Status, s.author_id, s.caption)
-        } else if let Some(m) = super::moment::find_readable(db, me, id, now).await? {
-            (SubjectKind::Moment, m.author_id, m.caption)
-        } else if let Some(u) = super::user::find_visible_by_ids(db, me, &[id])
+    let kind = input.subject_kind;
+    let found = match kind {
+        SubjectKind::Status => super::status::find_readable(db, me, id, now)
+            .await?
+            .map(|s| (s.author_id, s.caption)),
+        SubjectKind::Moment => super::moment::find_readable(db, me, id, now)
+            .await?
+            .map(|m| (m.author_id, m.caption)),
+        SubjectKind::User => super::user::find_visible_by_ids(db, me, &[id])
             .await?
             .remove(&id)
-        {
-            let shown = u.display_name.unwrap_or(u.username);
-            (SubjectKind::User, u.id, Some(shown))
-        } else {
-            return Err(AppError::not_found("nothing to report with this id"));
-        };
+            .map(|u| (u.id, Some(u.display_name.unwrap_or(u.username)))),
+    };
+    let Some((author, excerpt)) = found else {
+        return Err(AppError::not_found("nothing to report with this id"));
+    };
     if author == reporter {
         return Err(AppError::bad_input("you cannot report yourself"));
     }
@@ -266,58 +270,66 @@ struct GoneMoment {
     deleted_at: Option<i64>,
 }
 
-/// Takes a status or moment down (see the module doc); returns what it was.
-/// `NOT_FOUND` if no status or moment has this id; a user is suspended
-/// instead (`BAD_USER_INPUT`).
+/// Takes a status or moment down (see the module doc). `NOT_FOUND` if no
+/// `kind` has this id; a user is suspended instead (`BAD_USER_INPUT`).
 pub async fn take_down(
     db: &DatabaseConnection,
     ids: &IdGenerator,
     moderator: i64,
-    subject: i64,
+    (kind, subject): (SubjectKind, i64),
     reason: String,
     now: Millis,
-) -> AppResult<SubjectKind> {
+) -> AppResult<()> {
     let reason = checked_reason(reason, "reason")?;
     require_moderator(db, moderator).await?;
     let txn = db::begin(db).await?;
-    let status: Option<GoneStatus> = db::fetch_one(
-        &txn,
-        Sql::new("DELETE FROM statuses WHERE id = ")
-            .bind(subject)
-            .push(GoneStatus::RETURNING),
-    )
-    .await?;
-    let (kind, author) = if let Some(s) = status {
-        super::status::gone(&txn, std::slice::from_ref(&s), now).await?;
-        super::status::refresh_tray(&txn, s.author_id).await?;
-        (SubjectKind::Status, s.author_id)
-    } else {
-        let moment: Option<GoneMoment> = db::fetch_one(
-            &txn,
-            Sql::new("DELETE FROM moments WHERE id = ")
-                .bind(subject)
-                .push(" RETURNING author_id, media_id, location_id, visibility, deleted_at"),
-        )
-        .await?;
-        let Some(m) = moment else {
+    let author = match kind {
+        SubjectKind::User => {
             if super::user::find_by_id(&txn, subject).await?.is_some() {
                 return Err(AppError::bad_input("a user is suspended, not taken down"));
             }
             return Err(AppError::not_found("no status or moment with this id"));
-        };
-        if m.deleted_at.is_none() {
-            // It was live: counted out of its place, and its going logged.
-            let gone = super::moment::Gone {
-                id: subject,
-                author_id: m.author_id,
-                location_id: m.location_id,
-                visibility: m.visibility,
-            };
-            super::moment::gone(&txn, &[gone], now).await?;
         }
-        super::media::delete_by_ids(&txn, &[m.media_id], now).await?;
-        location::drop_unused(&txn, &m.location_id.into_iter().collect::<Vec<_>>()).await?;
-        (SubjectKind::Moment, m.author_id)
+        SubjectKind::Status => {
+            let status: Option<GoneStatus> = db::fetch_one(
+                &txn,
+                Sql::new("DELETE FROM statuses WHERE id = ")
+                    .bind(subject)
+                    .push(GoneStatus::RETURNING),
+            )
+            .await?;
+            let Some(s) = status else {
+                return Err(AppError::not_found("no status or moment with this id"));
+            };
+            super::status::gone(&txn, std::slice::from_ref(&s), now).await?;
+            super::status::refresh_tray(&txn, s.author_id).await?;
+            s.author_id
+        }
+        SubjectKind::Moment => {
+            let moment: Option<GoneMoment> = db::fetch_one(
+                &txn,
+                Sql::new("DELETE FROM moments WHERE id = ")
+                    .bind(subject)
+                    .push(" RETURNING author_id, media_id, location_id, visibility, deleted_at"),
+            )
+            .await?;
+            let Some(m) = moment else {
+                return Err(AppError::not_found("no status or moment with this id"));
+            };
+            if m.deleted_at.is_none() {
+                // It was live: counted out of its place, and its going logged.
+                let gone = super::moment::Gone {
+                    id: subject,
+                    author_id: m.author_id,
+                    location_id: m.location_id,
+                    visibility: m.visibility,
+                };
+                super::moment::gone(&txn, &[gone], now).await?;
+            }
+            super::media::delete_by_ids(&txn, &[m.media_id], now).await?;
+            location::drop_unused(&txn, &m.location_id.into_iter().collect::<Vec<_>>()).await?;
+            m.author_id
+        }
     };
     notify(&txn, ids, author, kind, subject, &reason, now).await?;
     resolve_about(
@@ -330,7 +342,7 @@ pub async fn take_down(
     .await?;
     txn.commit().await?;
     tracing::info!(moderator, subject, author, ?kind, "taken down");
-    Ok(kind)
+    Ok(())
 }
 
 /// Suspends an account (see the module doc). Suspending oneself is

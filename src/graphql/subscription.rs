@@ -11,7 +11,7 @@ use async_graphql::{Context, Result, Subscription};
 use futures_util::{Stream, StreamExt};
 
 use super::types::{
-    AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, Moment, MomentCreatedEvent,
+    AuthorGoneEvent, FriendshipChangedEvent, IdKind, LiveEvent, Moment, MomentCreatedEvent,
     MomentDeletedEvent, MomentRestoredEvent, Scope, Status, StatusCreatedEvent, StatusDeletedEvent,
     StatusSeenEvent, StoryTrayEntry, StoryTrayEntryChangedEvent, StoryTrayEntryRemovedEvent, id,
     tray_entry_id,
@@ -113,13 +113,13 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
                 LiveEvent::StoryTrayEntryRemoved(StoryTrayEntryRemovedEvent {
                     cursor,
                     entry_id: tray_entry_id(Some(viewer).filter(|&v| v != 0), author),
-                    author_id: id(author),
+                    author_id: id(IdKind::User, author),
                 })
             }
         });
     }
-    let subject = id(d.event.subject);
-    let author_id = id(d.event.author);
+    let subject = d.event.subject;
+    let author_id = id(IdKind::User, d.event.author);
     Some(match d.event.kind {
         Kind::StatusCreated => LiveEvent::StatusCreated(StatusCreatedEvent {
             cursor,
@@ -131,7 +131,7 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
         }),
         Kind::StatusDeleted => LiveEvent::StatusDeleted(StatusDeletedEvent {
             cursor,
-            status_id: subject,
+            status_id: id(IdKind::Status, subject),
             author_id,
         }),
         Kind::MomentCreated => LiveEvent::MomentCreated(MomentCreatedEvent {
@@ -144,7 +144,7 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
         }),
         Kind::MomentDeleted => LiveEvent::MomentDeleted(MomentDeletedEvent {
             cursor,
-            moment_id: subject,
+            moment_id: id(IdKind::Moment, subject),
             author_id,
         }),
         Kind::AuthorGone => LiveEvent::AuthorGone(AuthorGoneEvent { cursor, author_id }),

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{TestApp, error_code, still_serving};
+use crate::support::{IdKind, TestApp, error_code, gid, raw, still_serving};
 
 /// The settings every test server has.
 fn defaults(_: &mut ephemera::config::Config) {}
@@ -349,7 +349,7 @@ async fn upload_quotas_are_atomic(app: &TestApp) {
     let charged = app
         .count(&format!(
             "SELECT CAST(SUM(bytes) AS BIGINT) AS n FROM upload_charges WHERE owner_id = {}",
-            v.id
+            raw(&v.id)
         ))
         .await;
     assert_eq!(charged, 900);
@@ -389,7 +389,7 @@ async fn live_statuses_are_capped_per_account(app: &TestApp) {
     assert_eq!(ids.len(), 3, "{answers:?}");
     let stored = format!(
         "SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}",
-        u.id
+        raw(&u.id)
     );
     assert_eq!(app.count(&stored).await, 3);
 
@@ -397,8 +397,10 @@ async fn live_statuses_are_capped_per_account(app: &TestApp) {
     let media = app.upload_id(&u).await;
     let refused = app.gql(u.token(), POST_MEDIA, json!({ "m": media })).await;
     assert_eq!(error_code(&refused), "RATE_LIMITED", "{refused}");
-    let attached =
-        format!("SELECT COUNT(*) AS n FROM media WHERE id = {media} AND attached_at IS NOT NULL");
+    let attached = format!(
+        "SELECT COUNT(*) AS n FROM media WHERE id = {} AND attached_at IS NOT NULL",
+        raw(&media)
+    );
     assert_eq!(app.count(&attached).await, 0);
 
     // Someone else posts as usual.
@@ -522,7 +524,7 @@ async fn every_write_is_rate_limited_per_account(app: &TestApp) {
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM statuses WHERE author_id = {}",
-            c.id
+            raw(&c.id)
         ))
         .await,
         2
@@ -598,7 +600,7 @@ async fn limits_hold_across_instances() {
 async fn sessions_of(app: &TestApp, user: &crate::support::TestUser) -> i64 {
     app.count(&format!(
         "SELECT COUNT(*) AS n FROM sessions WHERE user_id = {}",
-        user.id
+        raw(&user.id)
     ))
     .await
 }
@@ -846,7 +848,7 @@ async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
     let place = "((x * 7919) % 170) - 85.0, ((x * 104729) % 360) - 180.0, \
                  (((x * 7919) % 170) + 5) * 10 * 3600 + ((x * 104729) % 360) * 10";
     let now = app.clock.now();
-    let author = &u.id;
+    let author = raw(&u.id);
     for sql in [
         insert::select_into::<media::Entity>(Sql::new(&format!(
             "{series} SELECT 1000000 + x, {author}, 'w/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL, NULL FROM g"
@@ -878,7 +880,11 @@ async fn a_world_map_reads_a_bounded_number_of_rows(app: &TestApp) {
         .filter_map(|m| m["moment"]["id"].as_str())
         .collect();
     assert_eq!(ids.len(), 10);
-    assert_eq!(ids[0], (2_000_000 + n).to_string(), "the newest first");
+    assert_eq!(
+        ids[0],
+        gid(IdKind::Moment, 2_000_000 + n),
+        "the newest first"
+    );
     // A small box beside: the same few statements.
     let city = "{ mapMarkers(bbox: { south: 48.8, west: 2.3, north: 48.9, east: 2.4 }, limit: 10) { truncated } }";
     let (few, _) = app.statements_during(app.ok(None, city, json!({}))).await;
@@ -941,7 +947,7 @@ async fn hidden_answers_as_missing_on_every_mutation(app: &TestApp) {
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM user_relations WHERE subject_id = {}",
-            viewer.id
+            raw(&viewer.id)
         ))
         .await,
         0
@@ -979,7 +985,7 @@ async fn an_accounts_lists_are_bounded(app: &TestApp) {
     // Another list has its own three.
     app.relate(&owner, "blockUser", &others[4]).await;
     let count = |kind: &'static str| {
-        let owner = owner.id.clone();
+        let owner = raw(&owner.id);
         async move {
             app.count(&format!(
                 "SELECT COUNT(*) AS n FROM user_relations WHERE subject_id = {owner} AND kind = '{kind}'"

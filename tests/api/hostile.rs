@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::both_backends;
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{Backend, TestApp, error_code, still_serving};
+use crate::support::{Backend, IdKind, TestApp, error_code, gid, raw, still_serving};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -634,15 +634,16 @@ async fn nul_and_control_characters(app: &TestApp) {
         .await;
     assert!(data["user"].is_null());
     // Where text is stored: a status's and a moment's caption, a display name.
+    let moment = format!(
+        "mutation($t: String) {{ createMoment(input: {{ mediaId: \"{}\", caption: $t, latitude: 1, longitude: 1 }}) {{ id }} }}",
+        gid(IdKind::Media, 1)
+    );
     let stores = [
         (
             u.token(),
             "mutation($t: String) { createStatus(input: { caption: $t }) { id } }",
         ),
-        (
-            u.token(),
-            "mutation($t: String) { createMoment(input: { mediaId: \"1\", caption: $t, latitude: 1, longitude: 1 }) { id } }",
-        ),
+        (u.token(), moment.as_str()),
         (
             None,
             "mutation($t: String) { signUp(input: { username: \"nul_user\", password: \"password123\", displayName: $t }) { token } }",
@@ -675,9 +676,9 @@ async fn places_are_private(app: &TestApp) {
             json!({ "latitude": lat, "longitude": lon, "placeName": "Alice's secret flat", "visibility": "FRIENDS_ONLY" }),
         )
         .await;
-    let moment_id: i64 = secret["id"].as_str().unwrap().parse().unwrap();
+    let moment_id: i64 = raw(secret["id"].as_str().unwrap());
     let loc = secret["location"]["id"].as_str().unwrap().to_owned();
-    let loc_n: i64 = loc.parse().unwrap();
+    let loc_n: i64 = raw(&loc);
     assert!(
         (loc_n - moment_id).abs() > 1_000_000,
         "location id follows the moment's"
@@ -686,7 +687,7 @@ async fn places_are_private(app: &TestApp) {
     let read = "query($id: ID!, $ids: [ID!]!) { location(id: $id) { id name latitude } \
                 node(id: $id) { id } nodes(ids: $ids) { id } }";
     let guesses: Vec<String> = (-3..=3)
-        .map(|d| (moment_id + d).to_string())
+        .map(|d| gid(IdKind::Location, moment_id + d))
         .chain([loc.clone()])
         .collect();
     for who in [None, stranger.token()] {
@@ -760,7 +761,8 @@ async fn places_are_private(app: &TestApp) {
     .await;
     assert_eq!(
         app.count(&format!(
-            "SELECT COUNT(*) AS n FROM locations WHERE id = {bob_loc}"
+            "SELECT COUNT(*) AS n FROM locations WHERE id = {}",
+            raw(&bob_loc)
         ))
         .await,
         0
@@ -857,7 +859,7 @@ async fn uploads_are_trimmed_and_rationed(app: &TestApp) {
     let media_rows = app
         .count(&format!(
             "SELECT COUNT(*) AS n FROM media WHERE owner_id = {}",
-            other.id
+            raw(&other.id)
         ))
         .await;
     assert_eq!(media_rows, 2);

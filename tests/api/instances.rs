@@ -16,6 +16,7 @@ use serde_json::json;
 use crate::live::{ev, next_events, silent, subscribe};
 use crate::support::cluster::{Cluster, kill9};
 use crate::support::ws::{Protocol, WsClient};
+use crate::support::{IdKind, gid, raw};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_instances_deliver_every_status_to_every_subscriber_once_in_order() {
@@ -100,7 +101,7 @@ async fn a_late_commit_is_delivered_in_its_place_by_every_instance() {
         instances.push(cluster.spawn(&[]).await);
     }
     let author = instances[0].sign_up("latecomer").await;
-    let author_id: i64 = author.id.parse().unwrap();
+    let author_id: i64 = raw(&author.id);
     let mut sockets = Vec::new();
     for i in &instances {
         sockets.push(subscribe(&i.ws_url, None, json!({})).await);
@@ -119,7 +120,7 @@ async fn a_late_commit_is_delivered_in_its_place_by_every_instance() {
         assert!(silent(ws, Duration::from_millis(300)).await, "held back");
     }
     txn.commit().await.unwrap();
-    let mut expected = vec![ev("StatusCreatedEvent", &late_id.to_string())];
+    let mut expected = vec![ev("StatusCreatedEvent", &gid(IdKind::Status, late_id))];
     expected.extend(after.iter().map(|id| ev("StatusCreatedEvent", id)));
     for ws in &mut sockets {
         assert_eq!(next_events(ws, 4).await, expected);
@@ -270,7 +271,7 @@ async fn killed_mid_status_purge_and_mid_media_round_the_others_finish() {
     let cluster = Cluster::new().await;
     let server = cluster.spawn(&[]).await;
     let author = server.sign_up("prolific").await;
-    let author_id: i64 = author.id.parse().unwrap();
+    let author_id: i64 = raw(&author.id);
     let mut ws = subscribe(&server.ws_url, None, json!({})).await;
     server.wait_for_metric("ephemera_subscribers", 1).await;
     const EXPIRED: i64 = 3000;
@@ -360,7 +361,7 @@ async fn killed_mid_moment_purge_the_others_finish() {
     let cluster = Cluster::new().await;
     let server = cluster.spawn(&[]).await;
     let author = server.sign_up("diarist").await;
-    let author_id: i64 = author.id.parse().unwrap();
+    let author_id: i64 = raw(&author.id);
     const GONE: i64 = 3000;
     const KEPT: i64 = 20;
     let now = chrono::Utc::now().timestamp_millis();

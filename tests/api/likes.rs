@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{HOUR, TestApp, error_code};
+use crate::support::{HOUR, TestApp, error_code, raw};
 
 both_backends!(
     toggle_and_set,
@@ -226,7 +226,7 @@ async fn concurrent_likes_keep_the_count_exact(app: &TestApp) {
         let rows = app
             .count(&format!(
                 "SELECT COUNT(*) AS n FROM moment_likes WHERE moment_id = {}",
-                id.as_str().unwrap()
+                raw(id.as_str().unwrap())
             ))
             .await;
         let data = app

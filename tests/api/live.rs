@@ -15,7 +15,7 @@ use sea_orm::{Database, TransactionTrait};
 use serde_json::{Value, json};
 
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{Backend, TestApp, TestUser, write_logged_status};
+use crate::support::{Backend, IdKind, TestApp, TestUser, gid, raw, write_logged_status};
 use crate::{both_backends, both_backends_with};
 
 both_backends!(
@@ -395,7 +395,7 @@ async fn a_subscriber_that_falls_behind_catches_up(app: &TestApp) {
     let mut posted = Vec::new();
     for i in 0..20 {
         let id = app.post_status(&author, &format!("s{i}")).await;
-        posted.push(id.parse::<i64>().unwrap());
+        posted.push(raw(&id));
         // Let the reader hand them out page by page.
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
@@ -451,7 +451,7 @@ async fn node_ids_are_leased_one_holder_at_a_time(app: &TestApp) {
 async fn out_of_order_commits_are_not_skipped() {
     let app = TestApp::spawn(Backend::Postgres).await;
     let author = app.sign_up("slowpoke").await;
-    let author_id: i64 = author.id.parse().unwrap();
+    let author_id: i64 = raw(&author.id);
     let mut ws = subscribe(&app.ws_url, None, json!({})).await;
     let mut plain = {
         let (mut c, _) = WsClient::connect(&app.ws_url, Protocol::TransportWs, json!({})).await;
@@ -473,14 +473,14 @@ async fn out_of_order_commits_are_not_skipped() {
     assert_eq!(
         next_events(&mut ws, 2).await,
         vec![
-            ev("StatusCreatedEvent", &first_id.to_string()),
-            ev("StatusCreatedEvent", &second_id.to_string()),
+            ev("StatusCreatedEvent", &gid(IdKind::Status, first_id)),
+            ev("StatusCreatedEvent", &gid(IdKind::Status, second_id)),
         ]
     );
     for id in [first_id, second_id] {
         assert_eq!(
             plain.next_payload().await["data"]["statusCreated"]["id"],
-            id.to_string()
+            gid(IdKind::Status, id)
         );
     }
     let pos: Vec<Pos> = log::read_after(&app.state.db, Pos::default(), 10)

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::both_backends;
 use crate::live::silent;
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{TestApp, TestUser};
+use crate::support::{TestApp, TestUser, entry_id};
 
 both_backends!(
     each_viewer_is_told_its_own_entry,
@@ -92,11 +92,10 @@ async fn tray(app: &TestApp, user: Option<&TestUser>, scope: &str) -> BTreeMap<S
 
 /// The entry of `author` in `user`'s tray now.
 async fn entry_now(app: &TestApp, user: Option<&TestUser>, author: &TestUser) -> Value {
-    let viewer = user.map_or("0", |u| u.id.as_str());
     tray(app, user, "EVERYONE")
         .await
-        .remove(&format!("{viewer}:{}", author.id))
-        .unwrap_or_else(|| panic!("no entry of {} for {viewer}", author.username))
+        .remove(&entry_id(user, author))
+        .unwrap_or_else(|| panic!("no entry of {} for {user:?}", author.username))
 }
 
 /// Whether no tray event arrives on `ws` within `wait` (others may).
@@ -135,7 +134,7 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     let s1 = app.post_status_to(&ann, "for friends", "FRIENDS").await;
     let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
     assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
-    assert_eq!(e["entry"]["id"], format!("{}:{}", bob.id, ann.id));
+    assert_eq!(e["entry"]["id"], entry_id(Some(&bob), &ann));
     assert_eq!(e["entry"]["storyCount"], 1);
     assert_eq!(e["entry"]["hasUnseen"], true);
     // The author's own tray has the entry too.
@@ -162,7 +161,7 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     assert_eq!(e["entry"]["storyCount"], 1);
     assert_eq!(e["entry"], entry_now(app, Some(&cat), &ann).await);
     let e = next_of(&mut anon, "StoryTrayEntryChangedEvent").await;
-    assert_eq!(e["entry"]["id"], format!("0:{}", ann.id));
+    assert_eq!(e["entry"]["id"], entry_id(None, &ann));
     assert_eq!(e["entry"], entry_now(app, None, &ann).await);
 
     app.ok(ann.token(), DELETE, json!({ "id": s2 })).await;
@@ -170,14 +169,14 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     assert_eq!(e["entry"]["storyCount"], 1);
     assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
     let e = next_of(&mut c, "StoryTrayEntryRemovedEvent").await;
-    assert_eq!(e["entryId"], format!("{}:{}", cat.id, ann.id));
+    assert_eq!(e["entryId"], entry_id(Some(&cat), &ann));
     assert_eq!(e["authorId"], ann.id.as_str());
     let e = next_of(&mut anon, "StoryTrayEntryRemovedEvent").await;
-    assert_eq!(e["entryId"], format!("0:{}", ann.id));
+    assert_eq!(e["entryId"], entry_id(None, &ann));
     assert!(
         !tray(app, Some(&cat), "EVERYONE")
             .await
-            .contains_key(&format!("{}:{}", cat.id, ann.id))
+            .contains_key(&entry_id(Some(&cat), &ann))
     );
 
     // A friends-only post: the stranger and the anonymous viewer hear
@@ -193,7 +192,7 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
         .await
         .unwrap();
     let e = next_of(&mut b, "StoryTrayEntryRemovedEvent").await;
-    assert_eq!(e["entryId"], format!("{}:{}", bob.id, ann.id));
+    assert_eq!(e["entryId"], entry_id(Some(&bob), &ann));
     assert!(tray(app, Some(&bob), "EVERYONE").await.is_empty());
 }
 
@@ -227,7 +226,7 @@ async fn a_change_between_two_people_tells_only_whose_tray_changed(app: &TestApp
     // Blocking a friend who saw a status takes the entry away.
     app.relate(&ann, "blockUser", &dan).await;
     let e = next_of(&mut d, "StoryTrayEntryRemovedEvent").await;
-    assert_eq!(e["entryId"], format!("{}:{}", dan.id, ann.id));
+    assert_eq!(e["entryId"], entry_id(Some(&dan), &ann));
     // Unblocking does not make them friends again: nothing to see.
     app.relate(&ann, "unblockUser", &dan).await;
     assert!(no_tray_event(&mut d, Duration::from_millis(400)).await);
@@ -276,7 +275,7 @@ async fn a_change_between_two_people_tells_only_whose_tray_changed(app: &TestApp
     assert_eq!(e["entry"]["storyCount"], 1);
     assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
     let e = next_of(&mut b_friends, "StoryTrayEntryRemovedEvent").await;
-    assert_eq!(e["entryId"], format!("{}:{}", bob.id, ann.id));
+    assert_eq!(e["entryId"], entry_id(Some(&bob), &ann));
     assert!(tray(app, Some(&bob), "FRIENDS").await.is_empty());
     // Friends again with the same public status: back in the FRIENDS tray.
     app.befriend(&bob, &ann).await;

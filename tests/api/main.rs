@@ -16,6 +16,7 @@ mod bounded;
 mod friends;
 mod hostile;
 mod http;
+mod ids;
 mod instances;
 mod layers;
 mod likes;

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{Seed, TestApp};
+use crate::support::{IdKind, Seed, TestApp, gid, raw};
 use ephemera::jobs::moment_expiry;
 
 both_backends!(
@@ -280,7 +280,7 @@ async fn marker_limits_and_truncation(app: &TestApp) {
     assert_eq!(count(&data), 500);
     assert_eq!(
         data["mapMarkers"]["markers"][0]["moment"]["id"],
-        ids.last().unwrap().to_string()
+        gid(IdKind::Moment, *ids.last().unwrap())
     );
     // Zero: nothing, but it says something was left out.
     let data = app.ok(None, MAP, json!({ "b": city, "l": 0 })).await;
@@ -313,7 +313,7 @@ async fn map_queries_walk_the_cell_indexes(app: &TestApp) {
     let spread =
         "(CAST(x AS BIGINT) * 7919) % 170000 AS la, (CAST(x AS BIGINT) * 104729) % 360000 AS lo";
     let place = "la / 1000.0 - 85, lo / 1000.0 - 180, ((la + 5000) / 100) * 3600 + lo / 100";
-    let author = &u.id;
+    let author = raw(&u.id);
     let rows = [
         insert::select_into::<media::Entity>(Sql::new(&format!(
             "{} SELECT 1000000 + x, {author}, 'plan/' || x, 'image/gif', 1, NULL, NULL, 0, 0, 0, NULL, NULL \

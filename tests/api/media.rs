@@ -6,7 +6,9 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, HOUR, Store, TestApp, TestUser, contains, fixture, upload_form};
+use crate::support::{
+    Backend, HOUR, Store, TestApp, TestUser, contains, fixture, raw, upload_form,
+};
 use crate::{all_stores, both_backends};
 
 all_stores!(
@@ -706,7 +708,7 @@ async fn account_deletion_leaves_nothing(app: &TestApp) {
         true
     );
 
-    let id = &gone.id;
+    let id = raw(&gone.id);
     for (table, sql) in [
         (
             "users",

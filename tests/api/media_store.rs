@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 
-use crate::support::{Backend, HOUR, Store, TestApp};
+use crate::support::{Backend, HOUR, Store, TestApp, raw};
 
 const CREATE: &str = "mutation($i: CreateStatusInput!) { createStatus(input: $i) { id } }";
 
@@ -103,7 +103,7 @@ async fn live_key(app: &TestApp, id: &serde_json::Value) -> String {
             app.state.db.get_database_backend(),
             format!(
                 "SELECT storage_key FROM media WHERE id = {}",
-                id.as_str().unwrap()
+                raw(id.as_str().unwrap())
             ),
         ))
         .await

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{Backend, TestApp, TestUser, error_code};
+use crate::support::{Backend, IdKind, TestApp, TestUser, error_code, gid, raw};
 
 both_backends!(
     reports_reach_the_moderators,
@@ -333,7 +333,7 @@ async fn suspension_hides_everything_until_reinstated(app: &TestApp) {
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM statuses").await, 1);
     let notices = format!(
         "SELECT COUNT(*) AS n FROM moderation_notices WHERE user_id = {} AND subject_kind = 'USER'",
-        spammer.id
+        raw(&spammer.id)
     );
     assert_eq!(app.count(&notices).await, 1);
     let reinstate = "mutation($u: ID!) { reinstateUser(userId: $u) }";
@@ -362,7 +362,7 @@ async fn moderator_actions_refuse_bad_input(app: &TestApp) {
         ),
         (
             "mutation($id: ID!) { resolveReport(id: $id, resolution: \"r\") { id } }",
-            json!({ "id": "1" }),
+            json!({ "id": gid(IdKind::Report, 1) }),
         ),
         (
             "mutation($id: ID!) { suspendUser(userId: $id, reason: \"r\") }",

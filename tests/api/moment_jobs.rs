@@ -9,7 +9,7 @@ use ephemera::jobs::{moment_expiry, moment_purge};
 use serde_json::json;
 
 use crate::both_backends;
-use crate::support::{Backend, HOUR, Seed, TestApp};
+use crate::support::{Backend, HOUR, Seed, TestApp, raw};
 
 both_backends!(expiry_and_purge_lifecycle, concurrent_runs_share_the_work,);
 
@@ -71,7 +71,7 @@ async fn expiry_and_purge_lifecycle(app: &TestApp) {
         .await
         .unwrap();
     assert_eq!(r.rows, 1);
-    let short_id = short["id"].as_str().unwrap();
+    let short_id = raw(short["id"].as_str().unwrap());
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM moments WHERE id = {short_id}"
@@ -80,7 +80,7 @@ async fn expiry_and_purge_lifecycle(app: &TestApp) {
         0
     );
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM moment_likes").await, 0);
-    let media_id = short["media"]["id"].as_str().unwrap();
+    let media_id = raw(short["media"]["id"].as_str().unwrap());
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM media WHERE id = {media_id}"
@@ -100,8 +100,8 @@ async fn expiry_and_purge_lifecycle(app: &TestApp) {
     let remaining = app
         .count(&format!(
             "SELECT COUNT(*) AS n FROM moments WHERE id IN ({}, {})",
-            journaled["id"].as_str().unwrap(),
-            long["id"].as_str().unwrap()
+            raw(journaled["id"].as_str().unwrap()),
+            raw(long["id"].as_str().unwrap())
         ))
         .await;
     assert_eq!(remaining, 2);

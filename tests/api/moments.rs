@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{HOUR, MOMENT_FIELDS, Seed, TestApp, TestUser, error_code};
+use crate::support::{HOUR, IdKind, MOMENT_FIELDS, Seed, TestApp, TestUser, error_code, gid, raw};
 
 both_backends!(
     create_moment_defaults,
@@ -258,7 +258,11 @@ async fn moment_pages(app: &TestApp) {
     assert_eq!(ids(&empty["momentFeed"]).len(), 0);
     assert_eq!(empty["momentFeed"]["pageInfo"]["hasNextPage"], false);
     let seeded = app.seed_moments(&u, 6, Seed::default()).await;
-    let newest_first: Vec<String> = seeded.iter().rev().map(|i| i.to_string()).collect();
+    let newest_first: Vec<String> = seeded
+        .iter()
+        .rev()
+        .map(|i| gid(IdKind::Moment, *i))
+        .collect();
     // Exact, page + 1, first: 0, clamped, default.
     let exact = feed(json!(6), Value::Null).await;
     assert_eq!(ids(&exact["momentFeed"]), newest_first);
@@ -524,7 +528,7 @@ async fn moment_pages_run_a_constant_number_of_statements(app: &TestApp) {
         let m = app
             .post_moment(&author, json!({ "latitude": lat, "visibility": "PUBLIC", "placeName": format!("Spot {i}") }))
             .await;
-        let loc: i64 = m["location"]["id"].as_str().unwrap().parse().unwrap();
+        let loc: i64 = raw(m["location"]["id"].as_str().unwrap());
         locations.push(loc);
         let seed = Seed {
             latitude: lat,
@@ -581,7 +585,7 @@ async fn moment_pages_run_a_constant_number_of_statements(app: &TestApp) {
             app,
             token,
             &place,
-            json!({ "l": locations[0].to_string() }),
+            json!({ "l": gid(IdKind::Location, locations[0]) }),
             "/location/moments/nodes",
         )
         .await;

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use crate::both_backends;
 use crate::live::silent;
 use crate::support::ws::{Protocol, WsClient};
-use crate::support::{TestApp, TestUser, error_code};
+use crate::support::{TestApp, TestUser, entry_id, error_code, raw};
 
 both_backends!(
     profiles_change_and_refuse_bad_input,
@@ -109,7 +109,7 @@ async fn avatars_replace_and_remove_their_media(app: &TestApp) {
         first,
         "others see it"
     );
-    let media = |id: &str| format!("SELECT COUNT(*) AS n FROM media WHERE id = {id}");
+    let media = |id: &str| format!("SELECT COUNT(*) AS n FROM media WHERE id = {}", raw(id));
 
     // Refused: someone else's upload, an attached one, an unknown id, both
     // fields at once; the avatar stays as it was.
@@ -433,7 +433,7 @@ async fn tray_entries_have_ids(app: &TestApp) {
     let data = app.ok(viewer.token(), q, json!({})).await;
     assert_eq!(
         data["storyTray"]["nodes"][0]["id"],
-        format!("{}:{}", viewer.id, author.id)
+        entry_id(Some(&viewer), &author)
     );
     let again = app.ok(viewer.token(), q, json!({})).await;
     assert_eq!(
@@ -441,10 +441,7 @@ async fn tray_entries_have_ids(app: &TestApp) {
         data["storyTray"]["nodes"][0]["id"]
     );
     let anon = app.ok(None, q, json!({})).await;
-    assert_eq!(
-        anon["storyTray"]["nodes"][0]["id"],
-        format!("0:{}", author.id)
-    );
+    assert_eq!(anon["storyTray"]["nodes"][0]["id"], entry_id(None, &author));
 }
 
 const FRIEND_EVENTS: &str = "subscription($after: String) { events(after: $after) { __typename cursor \
@@ -567,11 +564,11 @@ async fn search_walks_its_index(app: &TestApp) {
         seed.push(Sql::new(&format!(
             "INSERT INTO friendships (low_id, high_id, requester_id, created_at, accepted_at) \
              VALUES ({f}, {v}, {v}, 0, 0)",
-            v = viewer.id
+            v = raw(&viewer.id)
         )));
     }
     crate::support::seed_sql(db, seed).await;
-    let me: i64 = viewer.id.parse().expect("an id");
+    let me: i64 = raw(&viewer.id);
     let one = Search::parse("pl12").expect("a search");
     let two = Search::parse("Pl 7").expect("a search");
     let statements = [

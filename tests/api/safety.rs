@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::both_backends;
-use crate::support::{TestApp, TestUser, connection_ids, error_code};
+use crate::support::{IdKind, TestApp, TestUser, connection_ids, error_code, gid, raw};
 
 both_backends!(
     lists_are_paged_and_private,
@@ -179,7 +179,7 @@ async fn blocks_hide_likes_views_and_counts(app: &TestApp) {
     assert_eq!(
         app.count(&format!(
             "SELECT COUNT(*) AS n FROM friendships WHERE (low_id = {a} OR high_id = {a})",
-            a = author.id
+            a = raw(&author.id)
         ))
         .await,
         0
@@ -362,12 +362,12 @@ async fn statuses_stored_before_audiences_stay_public(app: &TestApp) {
     for sql in [
         format!(
             "INSERT INTO statuses (id, author_id, caption, created_at, expires_at) VALUES ({id}, {}, 'old', {now}, {})",
-            author.id,
+            raw(&author.id),
             now + 3_600_000
         ),
         format!(
             "INSERT INTO status_tray (author_id, latest_created_at, max_expires_at) VALUES ({}, {now}, {})",
-            author.id,
+            raw(&author.id),
             now + 3_600_000
         ),
     ] {
@@ -375,7 +375,9 @@ async fn statuses_stored_before_audiences_stay_public(app: &TestApp) {
     }
     Migrator::up(db, None).await.unwrap();
     let q = "query($id: ID!) { status(id: $id) { audience } storyTray { nodes { author { username } storyCount } } }";
-    let seen = app.ok(None, q, json!({ "id": id.to_string() })).await;
+    let seen = app
+        .ok(None, q, json!({ "id": gid(IdKind::Status, id) }))
+        .await;
     assert_eq!(seen["status"]["audience"], "PUBLIC");
     assert_eq!(
         seen["storyTray"]["nodes"][0]["author"]["username"],

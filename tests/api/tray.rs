@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::both_backends;
-use crate::support::{HOUR, TestApp};
+use crate::support::{HOUR, TestApp, raw};
 
 both_backends!(
     tray_orders_authors_by_freshest_status,
@@ -45,10 +45,7 @@ async fn tray_orders_authors_by_freshest_status(app: &TestApp) {
     app.post_status(&c, "c1").await;
     app.post_status(&b, "b2").await;
     let data = app.ok(None, TRAY, json!({})).await;
-    let mut tied = [
-        (b.id.parse::<i64>().unwrap(), "ben"),
-        (c.id.parse::<i64>().unwrap(), "cat"),
-    ];
+    let mut tied = [(raw(&b.id), "ben"), (raw(&c.id), "cat")];
     tied.sort_by_key(|t| std::cmp::Reverse(t.0));
     assert_eq!(names(&data)[..2], [tied[0].1, tied[1].1]);
     assert_eq!(names(&data)[2], "amy");

@@ -3,7 +3,7 @@
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::friend;
-use crate::graphql::types::{FriendshipState, require_id};
+use crate::graphql::types::{FriendshipState, IdKind, require_id};
 use crate::graphql::{app, writer};
 use crate::throttle::Write;
 
@@ -15,7 +15,7 @@ impl FriendMutation {
     /// Asking yourself is BAD_USER_INPUT; an unknown user is NOT_FOUND (so for the other friend mutations).
     async fn send_friend_request(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
         let v = writer(ctx, Write::Social).await?;
-        let other = require_id(&user_id, "user")?;
+        let other = require_id(&user_id, IdKind::User, "user")?;
         let app = app(ctx)?;
         let state = friend::send_request(&app.db, v, other, app.clock.now()).await?;
         Ok(state.into())
@@ -28,7 +28,7 @@ impl FriendMutation {
         user_id: ID,
     ) -> Result<FriendshipState> {
         let v = writer(ctx, Write::Social).await?;
-        let other = require_id(&user_id, "user")?;
+        let other = require_id(&user_id, IdKind::User, "user")?;
         let app = app(ctx)?;
         let state = friend::accept_request(&app.db, v, other, app.clock.now()).await?;
         Ok(state.into())
@@ -37,7 +37,7 @@ impl FriendMutation {
     /// Removes a friend, declines an incoming request or cancels an outgoing one.
     async fn remove_friend(&self, ctx: &Context<'_>, user_id: ID) -> Result<FriendshipState> {
         let v = writer(ctx, Write::Social).await?;
-        let other = require_id(&user_id, "user")?;
+        let other = require_id(&user_id, IdKind::User, "user")?;
         let app = app(ctx)?;
         Ok(friend::remove(&app.db, v, other, app.clock.now())
             .await?

@@ -7,7 +7,7 @@ use async_graphql::{Context, Object, Result};
 use crate::domain::media;
 use crate::error::AppError;
 use crate::graphql::types::{
-    DateTime, HttpHeader, Media, MediaUploadInput, MediaUploadTicket, Upload, id,
+    DateTime, HttpHeader, IdKind, Media, MediaUploadInput, MediaUploadTicket, Upload, id,
 };
 use crate::graphql::{app, writer};
 use crate::throttle::Write;
@@ -59,7 +59,7 @@ impl MediaMutation {
         )
         .await?;
         Ok(MediaUploadTicket {
-            media_id: id(ticket.media_id),
+            media_id: id(IdKind::Media, ticket.media_id),
             upload_url: ticket.target.url,
             headers: ticket
                 .target

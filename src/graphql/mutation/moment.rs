@@ -4,7 +4,7 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::like::{self, LikeChange};
 use crate::domain::moment::{self, NewMoment};
-use crate::graphql::types::{CreateMomentInput, Moment, Visibility, id, require_id};
+use crate::graphql::types::{CreateMomentInput, IdKind, Moment, Visibility, id, require_id};
 use crate::graphql::{app, writer};
 use crate::throttle::Write;
 
@@ -16,11 +16,11 @@ impl MomentMutation {
     /// Posts a moment: an uploaded image at a place, for `durationHours` (or journaled with 0).
     async fn create_moment(&self, ctx: &Context<'_>, input: CreateMomentInput) -> Result<Moment> {
         let v = writer(ctx, Write::Post).await?;
-        let media_id = require_id(&input.media_id, "media")?;
+        let media_id = require_id(&input.media_id, IdKind::Media, "media")?;
         let location_id = input
             .location_id
             .as_ref()
-            .map(|l| require_id(l, "location"))
+            .map(|l| require_id(l, IdKind::Location, "location"))
             .transpose()?;
         let app = app(ctx)?;
         let created = moment::create(
@@ -48,17 +48,17 @@ impl MomentMutation {
     /// Only the author may delete. The moment disappears at once and can be restored for 7 days; then it and its media are gone.
     async fn delete_moment(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
         let v = writer(ctx, Write::Delete).await?;
-        let n = require_id(&id, "moment")?;
+        let n = require_id(&id, IdKind::Moment, "moment")?;
         let app = app(ctx)?;
         let deleted = moment::delete(&app.db, v, n, app.clock.now()).await?;
         app.events.written();
-        Ok(self::id(deleted))
+        Ok(self::id(IdKind::Moment, deleted))
     }
 
     /// Undoes deleteMoment within the 7-day grace, for the author only.
     async fn restore_moment(&self, ctx: &Context<'_>, id: ID) -> Result<Moment> {
         let v = writer(ctx, Write::Delete).await?;
-        let n = require_id(&id, "moment")?;
+        let n = require_id(&id, IdKind::Moment, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();
         let grace = app.config.moments.grace;
@@ -70,7 +70,7 @@ impl MomentMutation {
     /// Likes if the viewer has not, unlikes if it has. One like per (moment, user), whatever the concurrency.
     async fn toggle_moment_like(&self, ctx: &Context<'_>, moment_id: ID) -> Result<Moment> {
         let v = writer(ctx, Write::Like).await?;
-        let n = require_id(&moment_id, "moment")?;
+        let n = require_id(&moment_id, IdKind::Moment, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();
         Ok(Moment::new(
@@ -86,7 +86,7 @@ impl MomentMutation {
         liked: bool,
     ) -> Result<Moment> {
         let v = writer(ctx, Write::Like).await?;
-        let n = require_id(&moment_id, "moment")?;
+        let n = require_id(&moment_id, IdKind::Moment, "moment")?;
         let app = app(ctx)?;
         let now = app.clock.now();
         Ok(Moment::new(

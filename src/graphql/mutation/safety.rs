@@ -4,7 +4,8 @@ use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::moderation::{self, NewReport};
 use crate::domain::safety::{self, Relation};
-use crate::graphql::types::{Report, ReportInput, require_id};
+use crate::error::AppError;
+use crate::graphql::types::{IdKind, Report, ReportInput, parse_subject, require_id};
 use crate::graphql::{app, writer};
 use crate::throttle::Write;
 
@@ -14,7 +15,7 @@ pub struct SafetyMutation;
 impl SafetyMutation {
     async fn relate(ctx: &Context<'_>, user_id: &ID, list: Relation, on: bool) -> Result<ID> {
         let v = writer(ctx, Write::Social).await?;
-        let other = require_id(user_id, "user")?;
+        let other = require_id(user_id, IdKind::User, "user")?;
         let app = app(ctx)?;
         if on {
             safety::add(
@@ -78,13 +79,15 @@ impl SafetyMutation {
     /// Reports a status, moment or user the viewer can see (NOT_FOUND otherwise; oneself or one's own content is BAD_USER_INPUT). Reporting the same thing again while the first report is open returns that report.
     async fn report(&self, ctx: &Context<'_>, input: ReportInput) -> Result<Report> {
         let v = writer(ctx, Write::Report).await?;
-        let subject_id = require_id(&input.subject_id, "subject")?;
+        let (subject_kind, subject_id) = parse_subject(&input.subject_id)
+            .ok_or_else(|| AppError::not_found("nothing to report with this id"))?;
         let app = app(ctx)?;
         let report = moderation::report(
             &app.db,
             &app.ids,
             v,
             NewReport {
+                subject_kind,
                 subject_id,
                 reason: input.reason.as_str().to_owned(),
                 details: input.details,
@@ -98,9 +101,10 @@ impl SafetyMutation {
     /// Moderators only (FORBIDDEN otherwise): deletes a status or moment at once with its media, tells its author why (their moderationNotices), and resolves the open reports about it. Returns its id.
     async fn take_down(&self, ctx: &Context<'_>, id: ID, reason: String) -> Result<ID> {
         let v = writer(ctx, Write::Moderate).await?;
-        let n = require_id(&id, "status or moment")?;
+        let subject = parse_subject(&id)
+            .ok_or_else(|| AppError::not_found("no status or moment with this id"))?;
         let app = app(ctx)?;
-        moderation::take_down(&app.db, &app.ids, v, n, reason, app.clock.now()).await?;
+        moderation::take_down(&app.db, &app.ids, v, subject, reason, app.clock.now()).await?;
         Ok(id)
     }
 
@@ -112,7 +116,7 @@ impl SafetyMutation {
         resolution: String,
     ) -> Result<Report> {
         let v = writer(ctx, Write::Moderate).await?;
-        let n = require_id(&id, "report")?;
+        let n = require_id(&id, IdKind::Report, "report")?;
         let app = app(ctx)?;
         let report = moderation::resolve(&app.db, v, n, resolution, app.clock.now()).await?;
         Ok(report.into())
@@ -121,7 +125,7 @@ impl SafetyMutation {
     /// Moderators only: suspends an account. Its tokens stop working, it cannot sign in (FORBIDDEN, with the reason), and its profile and content disappear from every path until reinstateUser. Returns its id.
     async fn suspend_user(&self, ctx: &Context<'_>, user_id: ID, reason: String) -> Result<ID> {
         let v = writer(ctx, Write::Moderate).await?;
-        let n = require_id(&user_id, "user")?;
+        let n = require_id(&user_id, IdKind::User, "user")?;
         let app = app(ctx)?;
         moderation::suspend(
             &app.db,
@@ -139,7 +143,7 @@ impl SafetyMutation {
     /// Moderators only: lifts a suspension; the account and its content are back.
     async fn reinstate_user(&self, ctx: &Context<'_>, user_id: ID) -> Result<ID> {
         let v = writer(ctx, Write::Moderate).await?;
-        let n = require_id(&user_id, "user")?;
+        let n = require_id(&user_id, IdKind::User, "user")?;
         moderation::reinstate(&app(ctx)?.db, v, n).await?;
         Ok(user_id)
     }

@@ -3,7 +3,7 @@
 use async_graphql::{Context, ID, Object, Result};
 
 use crate::domain::status;
-use crate::graphql::types::{CreateStatusInput, Status, id, require_id};
+use crate::graphql::types::{CreateStatusInput, IdKind, Status, id, require_id};
 use crate::graphql::{app, writer};
 use crate::throttle::Write;
 
@@ -18,7 +18,7 @@ impl StatusMutation {
         let media_id = input
             .media_id
             .as_ref()
-            .map(|m| require_id(m, "media"))
+            .map(|m| require_id(m, IdKind::Media, "media"))
             .transpose()?;
         let app = app(ctx)?;
         let created = status::create(
@@ -44,17 +44,17 @@ impl StatusMutation {
     /// Only the author may delete; returns the deleted id. Its media is deleted too.
     async fn delete_status(&self, ctx: &Context<'_>, id: ID) -> Result<ID> {
         let v = writer(ctx, Write::Delete).await?;
-        let n = require_id(&id, "status")?;
+        let n = require_id(&id, IdKind::Status, "status")?;
         let app = app(ctx)?;
         let deleted = status::delete(&app.db, v, n, app.clock.now()).await?;
         app.events.written();
-        Ok(self::id(deleted))
+        Ok(self::id(IdKind::Status, deleted))
     }
 
     /// Records that the viewer saw a live status; idempotent.
     async fn mark_status_seen(&self, ctx: &Context<'_>, id: ID) -> Result<Status> {
         let v = writer(ctx, Write::Seen).await?;
-        let n = require_id(&id, "status")?;
+        let n = require_id(&id, IdKind::Status, "status")?;
         let app = app(ctx)?;
         let seen = status::mark_seen(&app.db, v, n, app.clock.now()).await?;
         app.events.written();

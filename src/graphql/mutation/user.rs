@@ -5,7 +5,7 @@ use async_graphql::{Context, Object, Result};
 use crate::auth::Bearer;
 use crate::domain::{session, user};
 use crate::graphql::types::{
-    AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, parse_id,
+    AuthPayload, IdKind, SignInInput, SignUpInput, UpdateProfileInput, User, require_id,
 };
 use crate::graphql::{app, member, writer};
 use crate::throttle::Write;
@@ -124,9 +124,7 @@ impl UserMutation {
         let me = writer(ctx, Write::Account).await?;
         let app = app(ctx)?;
         let avatar_media_id = match &input.avatar_media_id {
-            Some(id) => Some(
-                parse_id(id).ok_or_else(|| crate::error::AppError::not_found("media not found"))?,
-            ),
+            Some(id) => Some(require_id(id, IdKind::Media, "media")?),
             None => None,
         };
         let change = user::ProfileChange {

@@ -7,8 +7,8 @@ use crate::domain::page::{CursorKind, List};
 use crate::domain::{location, map, moment};
 use crate::graphql::loaders::prime_moments;
 use crate::graphql::types::{
-    BoundingBoxInput, Connected, Location, LocationPin, MapMarker, MapMarkerSet, Moment, MomentPin,
-    Scope, list_cost, moments_of, parse_id,
+    BoundingBoxInput, Connected, IdKind, Location, LocationPin, MapMarker, MapMarkerSet, Moment,
+    MomentPin, Scope, list_cost, moments_of, parse_id,
 };
 use crate::graphql::{app, db, loaders, viewer};
 
@@ -46,7 +46,7 @@ impl MomentQuery {
     /// A live moment the viewer may see; null otherwise (whether it does not exist, expired, was deleted or is not visible).
     async fn moment(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Moment>> {
         let app = app(ctx)?;
-        let Some(n) = parse_id(&id) else {
+        let Some(n) = parse_id(&id, IdKind::Moment) else {
             return Ok(None);
         };
         Ok(
@@ -58,7 +58,7 @@ impl MomentQuery {
 
     /// A location by id; null if there is none, or if the viewer may see no live moment there.
     async fn location(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Location>> {
-        let Some(n) = parse_id(&id) else {
+        let Some(n) = parse_id(&id, IdKind::Location) else {
             return Ok(None);
         };
         let now = app(ctx)?.clock.now();

@@ -2,10 +2,9 @@
 
 use async_graphql::{Context, ID, Object, Result};
 
-use crate::domain::node::{self, Table};
 use crate::domain::{location, media, moment, status, user};
 use crate::error::AppError;
-use crate::graphql::types::{Location, Media, Moment, Node, Status, User, parse_id};
+use crate::graphql::types::{IdKind, Location, Media, Moment, Node, Status, User, decode_id};
 use crate::graphql::{app, db, viewer};
 
 const MAX_NODES: usize = 100;
@@ -30,50 +29,46 @@ impl NodeQuery {
     }
 }
 
-/// Finds which tables hold the ids (one statement), then looks them up in
-/// those tables alone, each by its own visibility rules.
+/// Reads each type's ids from its own table alone (the ids say their
+/// type), each by its own visibility rules: one statement per type present.
 async fn resolve_nodes(ctx: &Context<'_>, ids: &[ID]) -> Result<Vec<Option<Node>>> {
     let app = app(ctx)?;
     let db = db(ctx)?;
     let me = viewer(ctx).id();
-    let mut numbers: Vec<i64> = ids.iter().filter_map(parse_id).collect();
-    numbers.sort_unstable();
-    numbers.dedup();
-    let held = node::tables(db, &numbers).await?;
-    let of = |table: Table| -> Vec<i64> {
-        numbers
+    let decoded: Vec<Option<(IdKind, i64)>> = ids.iter().map(decode_id).collect();
+    let of = |kind: IdKind| -> Vec<i64> {
+        let mut numbers: Vec<i64> = decoded
             .iter()
-            .copied()
-            .filter(|n| held.get(n) == Some(&table))
-            .collect()
+            .flatten()
+            .filter(|(k, _)| *k == kind)
+            .map(|(_, n)| *n)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
     };
     // Each finder runs no statement for no ids.
     let now = app.clock.now();
-    let users = user::find_visible_by_ids(db, me, &of(Table::User)).await?;
-    let statuses = status::find_readable_by_ids(db, me, &of(Table::Status), now).await?;
-    let moments = moment::find_readable_by_ids(db, me, &of(Table::Moment), now).await?;
-    let locations = location::find_visible_by_ids(db, me, &of(Table::Location), now).await?;
+    let users = user::find_visible_by_ids(db, me, &of(IdKind::User)).await?;
+    let statuses = status::find_readable_by_ids(db, me, &of(IdKind::Status), now).await?;
+    let moments = moment::find_readable_by_ids(db, me, &of(IdKind::Moment), now).await?;
+    let locations = location::find_visible_by_ids(db, me, &of(IdKind::Location), now).await?;
     let media = match me {
-        Some(v) => media::find_owned_by_ids(db, v, &of(Table::Media)).await?,
+        Some(v) => media::find_owned_by_ids(db, v, &of(IdKind::Media)).await?,
         None => Default::default(),
     };
-    Ok(ids
-        .iter()
-        .map(|id| {
-            let n = parse_id(id)?;
-            if let Some(u) = users.get(&n) {
-                return Some(Node::User(User(u.clone())));
-            }
-            if let Some(s) = statuses.get(&n) {
-                return Some(Node::Status(Status::new(s.clone())));
-            }
-            if let Some(m) = moments.get(&n) {
-                return Some(Node::Moment(Moment::new(m.clone())));
-            }
-            if let Some(l) = locations.get(&n) {
-                return Some(Node::Location(Location::new(l.clone())));
-            }
-            media.get(&n).map(|m| Node::Media(Media(m.clone())))
+    Ok(decoded
+        .into_iter()
+        .map(|d| {
+            let (kind, n) = d?;
+            Some(match kind {
+                IdKind::User => Node::User(User(users.get(&n)?.clone())),
+                IdKind::Status => Node::Status(Status::new(statuses.get(&n)?.clone())),
+                IdKind::Moment => Node::Moment(Moment::new(moments.get(&n)?.clone())),
+                IdKind::Location => Node::Location(Location::new(locations.get(&n)?.clone())),
+                IdKind::Media => Node::Media(Media(media.get(&n)?.clone())),
+                IdKind::Report | IdKind::ModerationNotice => return None,
+            })
         })
         .collect())
 }

@@ -6,7 +6,8 @@ use crate::domain::page::{CursorKind, List, PageArgs, PageQuery};
 use crate::domain::status;
 use crate::graphql::loaders::{prime_statuses, prime_tray, wants_authors, wants_seen};
 use crate::graphql::types::{
-    Connected, Scope, Status, StoryTrayEntry, connection, forward_query, list_cost, parse_id,
+    Connected, IdKind, Scope, Status, StoryTrayEntry, connection, forward_query, list_cost,
+    parse_id,
 };
 use crate::graphql::{app, db, viewer};
 
@@ -104,13 +105,13 @@ impl StatusQuery {
         };
         // An id that names no user still has its arguments checked and
         // answers like any unknown user: an empty connection.
-        statuses_of(ctx, parse_id(&user_id).unwrap_or(0), args).await
+        statuses_of(ctx, parse_id(&user_id, IdKind::User).unwrap_or(0), args).await
     }
 
     /// A live status by id; null if it does not exist, has expired or the viewer may not see it.
     async fn status(&self, ctx: &Context<'_>, id: ID) -> Result<Option<Status>> {
         let app = app(ctx)?;
-        let Some(n) = parse_id(&id) else {
+        let Some(n) = parse_id(&id, IdKind::Status) else {
             return Ok(None);
         };
         Ok(

@@ -6,7 +6,9 @@ use crate::domain::page::{CursorKind, List};
 use crate::domain::visibility::Who;
 use crate::domain::{friend, search, user};
 use crate::error::AppError;
-use crate::graphql::types::{Connected, User, forward_query, list_cost, parse_id, user_connection};
+use crate::graphql::types::{
+    Connected, IdKind, User, forward_query, list_cost, parse_id, user_connection,
+};
 use crate::graphql::{db, loaders, viewer};
 
 #[derive(Default)]
@@ -35,7 +37,7 @@ impl UserQuery {
         username: Option<String>,
     ) -> Result<Option<User>> {
         match (id, username) {
-            (Some(id), None) => match parse_id(&id) {
+            (Some(id), None) => match parse_id(&id, IdKind::User) {
                 Some(n) => Ok(user::find_visible_by_ids(db(ctx)?, viewer(ctx).id(), &[n])
                     .await?
                     .remove(&n)

@@ -5,7 +5,7 @@ use async_graphql::{
     ScalarType, SimpleObject, UploadValue, Value,
 };
 
-use super::{DateTime, id};
+use super::{DateTime, IdKind, id};
 use crate::entity::media;
 use crate::error::AppError;
 use crate::graphql::app;
@@ -18,7 +18,7 @@ pub struct Media(pub media::Model);
 impl Media {
     /// The media's id.
     pub async fn id(&self) -> ID {
-        id(self.0.id)
+        id(IdKind::Media, self.0.id)
     }
 
     /// Where a client fetches the bytes: served by this server for the local store, a time-limited signed URL for S3.

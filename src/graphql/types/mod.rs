@@ -3,6 +3,7 @@
 //! helpers, the `Node` interface). Each field's doc comment is its
 //! description in the schema.
 
+mod global_id;
 mod live;
 mod media;
 mod moment;
@@ -10,6 +11,7 @@ mod safety;
 mod status;
 mod user;
 
+pub use global_id::{IdKind, decode_id, id, parse_id, require_id, tray_entry_id};
 pub use live::{
     AuthorGoneEvent, FriendshipChangedEvent, LiveEvent, MomentCreatedEvent, MomentDeletedEvent,
     MomentRestoredEvent, StatusCreatedEvent, StatusDeletedEvent, StatusSeenEvent,
@@ -20,8 +22,10 @@ pub use moment::{
     BoundingBoxInput, CreateMomentInput, Location, LocationPin, MapMarker, MapMarkerSet, Moment,
     MomentPin, Visibility, moments_of,
 };
-pub use safety::{ModerationNotice, Report, ReportInput, ReportReason, ReportSubject};
-pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry, tray_entry_id};
+pub use safety::{
+    ModerationNotice, Report, ReportInput, ReportReason, ReportSubject, parse_subject,
+};
+pub use status::{CreateStatusInput, Status, StatusAudience, StoryTrayEntry};
 pub use user::{AuthPayload, SignInInput, SignUpInput, UpdateProfileInput, User, load_user};
 
 use async_graphql::connection::{Connection, CursorType, Edge};
@@ -60,21 +64,6 @@ impl ScalarType for DateTime {
     fn to_value(&self) -> Value {
         Value::String(to_datetime(self.0).to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
     }
-}
-
-/// A decimal snowflake id as a GraphQL ID.
-pub fn id(n: i64) -> ID {
-    ID(n.to_string())
-}
-
-/// The number behind an ID; `None` for an id this server could not have made.
-pub fn parse_id(id: &ID) -> Option<i64> {
-    id.0.parse::<i64>().ok().filter(|n| *n > 0)
-}
-
-/// The number behind an ID that must name something: `NOT_FOUND` otherwise.
-pub fn require_id(id: &ID, what: &str) -> Result<i64, AppError> {
-    parse_id(id).ok_or_else(|| AppError::not_found(format!("{what} not found")))
 }
 
 /// Whose content a list shows: everyone's the viewer may see, or only the viewer's own and accepted friends'.

@@ -8,7 +8,8 @@ use async_graphql::{
 };
 
 use super::{
-    DateTime, Media, User, connection, forward_query, id, list_cost, load_user, user_connection,
+    DateTime, IdKind, Media, User, connection, forward_query, id, list_cost, load_user,
+    user_connection,
 };
 use crate::domain::geo::BoundingBox;
 use crate::domain::moment::{MomentList, Visibility as DomainVisibility};
@@ -60,7 +61,7 @@ impl Moment {
 impl Moment {
     /// The moment's id.
     pub async fn id(&self) -> ID {
-        id(self.0.id)
+        id(IdKind::Moment, self.0.id)
     }
 
     /// Who posted it.
@@ -184,7 +185,7 @@ impl Location {
 impl Location {
     /// The location's id.
     pub async fn id(&self) -> ID {
-        id(self.0.id)
+        id(IdKind::Location, self.0.id)
     }
 
     /// The place's name, as first given.

@@ -2,7 +2,7 @@
 
 use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Result, SimpleObject};
 
-use super::{DateTime, User, id};
+use super::{DateTime, IdKind, User, decode_id, id};
 use crate::domain::moderation::SubjectKind;
 use crate::entity::{moderation_notice, report};
 use crate::graphql::loaders;
@@ -22,6 +22,26 @@ impl From<SubjectKind> for ReportSubject {
             SubjectKind::Moment => Self::Moment,
             SubjectKind::User => Self::User,
         }
+    }
+}
+
+/// The id of a reportable subject.
+fn subject_id(kind: SubjectKind, n: i64) -> ID {
+    let kind = match kind {
+        SubjectKind::Status => IdKind::Status,
+        SubjectKind::Moment => IdKind::Moment,
+        SubjectKind::User => IdKind::User,
+    };
+    id(kind, n)
+}
+
+/// What a subject's id names, if it names a status, moment or user.
+pub fn parse_subject(subject: &ID) -> Option<(SubjectKind, i64)> {
+    match decode_id(subject)? {
+        (IdKind::Status, n) => Some((SubjectKind::Status, n)),
+        (IdKind::Moment, n) => Some((SubjectKind::Moment, n)),
+        (IdKind::User, n) => Some((SubjectKind::User, n)),
+        _ => None,
     }
 }
 
@@ -128,9 +148,9 @@ impl Report {
 impl From<report::Model> for Report {
     fn from(r: report::Model) -> Self {
         Self {
-            id: id(r.id),
+            id: id(IdKind::Report, r.id),
             subject_kind: SubjectKind::from_stored(&r.subject_kind).into(),
-            subject_id: id(r.subject_id),
+            subject_id: subject_id(SubjectKind::from_stored(&r.subject_kind), r.subject_id),
             excerpt: r.excerpt,
             reason: ReportReason::from_stored(&r.reason),
             details: r.details,
@@ -161,9 +181,9 @@ pub struct ModerationNotice {
 impl From<moderation_notice::Model> for ModerationNotice {
     fn from(n: moderation_notice::Model) -> Self {
         Self {
-            id: id(n.id),
+            id: id(IdKind::ModerationNotice, n.id),
             subject_kind: SubjectKind::from_stored(&n.subject_kind).into(),
-            subject_id: id(n.subject_id),
+            subject_id: subject_id(SubjectKind::from_stored(&n.subject_kind), n.subject_id),
             reason: n.reason,
             created_at: DateTime(n.created_at),
         }

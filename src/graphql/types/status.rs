@@ -6,7 +6,10 @@ use std::sync::Arc;
 use super::Connected;
 use async_graphql::{ComplexObject, Context, Enum, ID, InputObject, Object, Result, SimpleObject};
 
-use super::{DateTime, Media, User, forward_query, id, list_cost, load_user, user_connection};
+use super::{
+    DateTime, IdKind, Media, User, forward_query, id, list_cost, load_user, tray_entry_id,
+    user_connection,
+};
 use crate::domain::page::{CursorKind, List};
 use crate::domain::status as status_domain;
 use crate::entity::status;
@@ -61,7 +64,7 @@ impl Status {
 impl Status {
     /// The status's id.
     pub async fn id(&self) -> ID {
-        id(self.0.id)
+        id(IdKind::Status, self.0.id)
     }
 
     /// Who posted it.
@@ -202,12 +205,6 @@ impl StoryTrayEntry {
             .await?
             .unwrap_or_default())
     }
-}
-
-/// The id of `author`'s entry in `viewer`'s tray (`0` for an anonymous
-/// viewer): both ids, so that entries of two viewers never share one.
-pub fn tray_entry_id(viewer: Option<i64>, author: i64) -> ID {
-    ID(format!("{}:{author}", viewer.unwrap_or(0)))
 }
 
 impl From<status_domain::TrayRow> for StoryTrayEntry {

@@ -5,7 +5,8 @@ use crate::graphql::types::moment::PER_PARENT_STATEMENT;
 use async_graphql::{Context, ID, InputObject, Object, Result, SimpleObject};
 
 use super::{
-    DateTime, FriendshipState, Media, Moment, Status, forward_query, id, list_cost, user_connection,
+    DateTime, FriendshipState, IdKind, Media, Moment, Status, forward_query, id, list_cost,
+    user_connection,
 };
 use crate::domain::friend::{self, FriendshipState as DomainFriendship};
 use crate::domain::moment::MomentList;
@@ -30,7 +31,7 @@ pub struct User(pub Profile);
 impl User {
     /// The user's id.
     pub async fn id(&self) -> ID {
-        id(self.0.id)
+        id(IdKind::User, self.0.id)
     }
 
     /// The unique handle: 3 to 30 letters, digits or underscores.

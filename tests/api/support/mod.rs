@@ -17,6 +17,7 @@ use ephemera::clock::Clock;
 use ephemera::config::{Config, MediaStoreKind};
 use ephemera::db::{Sql, insert};
 use ephemera::entity::{media, moment};
+pub use ephemera::graphql::types::IdKind;
 use reqwest::StatusCode;
 use sea_orm::{ConnectionTrait, Database};
 use serde_json::{Value, json};
@@ -896,6 +897,23 @@ pub fn connection_ids(conn: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The API's id of row `n` of `kind` (ids say their type).
+pub fn gid(kind: IdKind, n: i64) -> String {
+    ephemera::graphql::types::id(kind, n).0
+}
+
+/// The id of `author`'s entry in `viewer`'s tray.
+pub fn entry_id(viewer: Option<&TestUser>, author: &TestUser) -> String {
+    ephemera::graphql::types::tray_entry_id(viewer.map(|v| raw(&v.id)), raw(&author.id)).0
+}
+
+/// The row id behind an id the API gave.
+pub fn raw(id: &str) -> i64 {
+    ephemera::graphql::types::decode_id(&async_graphql::ID(id.to_owned()))
+        .unwrap_or_else(|| panic!("not an id this server makes: {id}"))
+        .1
+}
+
 /// The first error's `extensions.code`.
 pub fn error_code(resp: &Value) -> String {
     resp["errors"][0]["extensions"]["code"]
@@ -933,7 +951,7 @@ impl TestApp {
     /// included, blobs not), one second apart, ending now; returns their ids.
     pub async fn seed_moments(&self, author: &TestUser, n: usize, seed: Seed) -> Vec<i64> {
         let db = &self.state.db;
-        let author_id: i64 = author.id.parse().expect("a numeric id");
+        let author_id: i64 = raw(&author.id);
         let now = self.clock.now();
         let mut ids = Vec::new();
         for i in 0..n {
