@@ -21,11 +21,13 @@ use sea_orm::{
 
 use crate::error::{AppError, AppResult};
 
+mod columns;
 mod dialect;
 pub mod insert;
 mod request;
 mod sql;
 
+pub use columns::Columns;
 pub use dialect::Dialect;
 pub use request::{Budget, QueryConnections, RequestDb};
 pub use sql::Sql;

@@ -50,7 +50,7 @@ use super::user::{KeyedProfile, PROFILE_COLUMNS, Profile, keyed_page};
 use super::visibility::{Reach, Who};
 use super::{BatchReport, Scope, visibility};
 use crate::clock::Millis;
-use crate::db::{self, Dialect, Sql};
+use crate::db::{self, Columns, Dialect, Sql};
 use crate::entity::status;
 use crate::error::{AppError, AppResult};
 use crate::events::Kind;
@@ -405,16 +405,44 @@ pub async fn find_readable_by_ids<C: ConnectionTrait>(
         return Ok(HashMap::new());
     }
     let who = Who::User(viewer.unwrap_or(0));
-    let rows: Vec<status::Model> = db::fetch_all(
+    let rows: Vec<StatusRow> = db::fetch_all(
         db,
-        Sql::new("SELECT s.* FROM statuses s WHERE ")
+        Sql::new(&format!("SELECT {STATUS_COLUMNS} FROM statuses s WHERE "))
             .append(readable("s", now, who, Reach::Direct))
             .push(" AND s.id IN (")
             .list(ids.iter().copied())
             .push(")"),
     )
     .await?;
-    Ok(rows.into_iter().map(|s| (s.id, s)).collect())
+    Ok(rows.into_iter().map(|StatusRow(s)| (s.id, s)).collect())
+}
+
+/// The columns of a status for table alias `s`, in the order
+/// [`read_status`] reads them.
+const STATUS_COLUMNS: &str =
+    "s.id, s.author_id, s.media_id, s.caption, s.bg_color, s.created_at, s.expires_at, s.audience";
+
+/// The status at the row's next [`STATUS_COLUMNS`].
+fn read_status(c: &mut Columns<'_>) -> Result<status::Model, DbErr> {
+    Ok(status::Model {
+        id: c.take()?,
+        author_id: c.take()?,
+        media_id: c.take()?,
+        caption: c.take()?,
+        bg_color: c.take()?,
+        created_at: c.take()?,
+        expires_at: c.take()?,
+        audience: c.take()?,
+    })
+}
+
+/// A row of [`STATUS_COLUMNS`] alone.
+struct StatusRow(status::Model);
+
+impl FromQueryResult for StatusRow {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        read_status(&mut Columns::of(res)).map(Self)
+    }
 }
 
 /// A page of one author's live statuses that `viewer` may see, newest
@@ -463,7 +491,7 @@ pub fn author_page_query(
     viewer: Option<i64>,
     seen: Sql,
 ) -> Sql {
-    Sql::new("SELECT s.*, ")
+    Sql::new(&format!("SELECT {STATUS_COLUMNS}, "))
         .append(seen)
         .push(" AS seen FROM statuses s WHERE s.author_id = ")
         .bind(author)
@@ -478,17 +506,18 @@ pub fn author_page_query(
         .append(q.bounds("s.created_at", "s.id"))
 }
 
-/// A status row, and whether the viewer has seen it.
+/// A status row ([`STATUS_COLUMNS`]), and whether the viewer has seen it.
 struct SeenRow {
     status: status::Model,
     seen: bool,
 }
 
 impl FromQueryResult for SeenRow {
-    fn from_query_result(res: &QueryResult, pre: &str) -> Result<Self, DbErr> {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        let mut c = Columns::of(res);
         Ok(Self {
-            status: status::Model::from_query_result(res, pre)?,
-            seen: res.try_get(pre, "seen")?,
+            status: read_status(&mut c)?,
+            seen: c.take()?,
         })
     }
 }
@@ -539,11 +568,27 @@ pub fn tray_page_query(
         .append(q.bounds("t.latest_created_at", "t.author_id"))
 }
 
-/// One entry of the story tray.
-#[derive(Clone, Debug, FromQueryResult)]
+/// One entry of the story tray (`t.author_id, t.latest_created_at`, by
+/// position).
+#[derive(Clone, Debug)]
 pub struct TrayRow {
     pub author_id: i64,
     pub latest_created_at: i64,
+}
+
+impl TrayRow {
+    fn read(c: &mut Columns<'_>) -> Result<Self, DbErr> {
+        Ok(Self {
+            author_id: c.take()?,
+            latest_created_at: c.take()?,
+        })
+    }
+}
+
+impl FromQueryResult for TrayRow {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        Self::read(&mut Columns::of(res))
+    }
 }
 
 /// A page of the story tray: authors with a live status, freshest first;
@@ -587,10 +632,11 @@ struct TrayAuthorRow {
 }
 
 impl FromQueryResult for TrayAuthorRow {
-    fn from_query_result(res: &QueryResult, pre: &str) -> Result<Self, DbErr> {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        let mut c = Columns::of(res);
         Ok(Self {
-            entry: TrayRow::from_query_result(res, pre)?,
-            author: Profile::from_query_result(res, pre)?,
+            entry: TrayRow::read(&mut c)?,
+            author: Profile::read(&mut c)?,
         })
     }
 }

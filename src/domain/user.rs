@@ -2,13 +2,13 @@
 
 use std::collections::HashMap;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, FromQueryResult, QueryResult};
 
 use super::page::{Key, Page, PageQuery};
 use super::session::NotStarted;
 use super::visibility::{Who, visible_person};
 use crate::clock::Millis;
-use crate::db::{self, Dialect, Sql, is_unique_violation};
+use crate::db::{self, Columns, Dialect, Sql, is_unique_violation};
 use crate::entity::user;
 use crate::error::{AppError, AppResult};
 use crate::events::Kind;
@@ -17,8 +17,9 @@ use crate::ids::IdGenerator;
 use crate::state::Accounts;
 use crate::throttle::ClientAddr;
 
-/// What anyone may read about a user.
-#[derive(Clone, Debug, PartialEq, Eq, FromQueryResult)]
+/// What anyone may read about a user ([`PROFILE_COLUMNS`], decoded by
+/// position).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Profile {
     pub id: i64,
     pub username: String,
@@ -28,9 +29,31 @@ pub struct Profile {
     pub avatar_media_id: Option<i64>,
 }
 
-/// The columns of [`Profile`] for table alias `u`.
+/// The columns of [`Profile`] for table alias `u`, in the order
+/// [`Profile::read`] reads them.
 pub const PROFILE_COLUMNS: &str =
     "u.id, u.username, u.display_name, u.created_at, u.bio, u.avatar_media_id";
+
+impl Profile {
+    /// The profile at the row's next [`PROFILE_COLUMNS`].
+    pub fn read(c: &mut Columns<'_>) -> Result<Self, DbErr> {
+        Ok(Self {
+            id: c.take()?,
+            username: c.take()?,
+            display_name: c.take()?,
+            created_at: c.take()?,
+            bio: c.take()?,
+            avatar_media_id: c.take()?,
+        })
+    }
+}
+
+/// A row of [`PROFILE_COLUMNS`] alone.
+impl FromQueryResult for Profile {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        Self::read(&mut Columns::of(res))
+    }
+}
 
 const MAX_PASSWORD: usize = 1024;
 const MAX_DISPLAY_NAME: usize = 64;
@@ -624,45 +647,31 @@ pub async fn update_profile(
     Ok(updated)
 }
 
-/// A profile with the timestamp a list is sorted by (`k_ts`).
-#[derive(Debug, FromQueryResult)]
+/// A profile with the timestamp a list is sorted by: [`PROFILE_COLUMNS`],
+/// then `k_ts`.
+#[derive(Debug)]
 pub struct KeyedProfile {
-    pub id: i64,
-    pub username: String,
-    pub display_name: Option<String>,
-    pub created_at: i64,
-    pub bio: Option<String>,
-    pub avatar_media_id: Option<i64>,
+    pub profile: Profile,
     pub k_ts: i64,
+}
+
+impl FromQueryResult for KeyedProfile {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        let mut c = Columns::of(res);
+        Ok(Self {
+            profile: Profile::read(&mut c)?,
+            k_ts: c.take()?,
+        })
+    }
 }
 
 /// A page of [`KeyedProfile`] rows as profiles.
 pub fn keyed_page(q: &PageQuery, rows: Vec<KeyedProfile>) -> Page<Profile> {
-    let page = q.page(rows, |r| Key {
+    q.page(rows, |r| Key {
         ts: r.k_ts,
-        id: r.id,
-    });
-    Page {
-        has_next: page.has_next,
-        has_previous: page.has_previous,
-        items: page
-            .items
-            .into_iter()
-            .map(|(k, r)| {
-                (
-                    k,
-                    Profile {
-                        id: r.id,
-                        username: r.username,
-                        display_name: r.display_name,
-                        created_at: r.created_at,
-                        bio: r.bio,
-                        avatar_media_id: r.avatar_media_id,
-                    },
-                )
-            })
-            .collect(),
-    }
+        id: r.profile.id,
+    })
+    .map(|r| r.profile)
 }
 
 #[cfg(test)]
