@@ -407,9 +407,12 @@ pub async fn prepare(
     Ok(())
 }
 
+/// Someone else's media answers as media that does not exist: an upload
+/// is its owner's alone until it is attached (`node` shows it to nobody
+/// else), so no answer may tell that it exists.
 fn check_attachable(media: &media::Model, owner: i64) -> AppResult<()> {
     if media.owner_id != owner {
-        return Err(AppError::forbidden("this media belongs to someone else"));
+        return Err(AppError::not_found("media not found"));
     }
     if media.attached_at.is_some() {
         return Err(AppError::bad_input("this media is already attached"));

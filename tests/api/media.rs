@@ -510,7 +510,8 @@ async fn attach_rules(app: &TestApp) {
     let other = app.sign_up("other").await;
     let m = app.upload_fixture(&owner, "gps.png").await;
     let id = m["id"].clone();
-    assert_eq!(attach_code(app, &other, &id).await, "FORBIDDEN");
+    // Someone else's upload answers as one that does not exist.
+    assert_eq!(attach_code(app, &other, &id).await, "NOT_FOUND");
     assert_eq!(
         attach_code(app, &owner, &json!("99999999")).await,
         "NOT_FOUND"

@@ -161,7 +161,7 @@ async fn create_moment_rejections_lose_nothing(app: &TestApp) {
         (with("placeName", json!("bad\u{0}name")), "BAD_USER_INPUT"),
         (with("mediaId", json!("999")), "NOT_FOUND"),
         (with("mediaId", json!("x")), "NOT_FOUND"),
-        (with("mediaId", json!(theirs)), "FORBIDDEN"),
+        (with("mediaId", json!(theirs)), "NOT_FOUND"),
         (with("mediaId", Value::Null), "BAD_USER_INPUT"),
     ];
     for (vars, code) in &cases {
