@@ -56,7 +56,8 @@ impl FromQueryResult for Profile {
 }
 
 const MAX_PASSWORD: usize = 1024;
-const MAX_DISPLAY_NAME: usize = 64;
+/// The longest display name, at sign-up and in `updateProfile` alike.
+const MAX_DISPLAY_NAME: usize = 50;
 
 /// Usernames: 3 to 30 characters, ASCII letters, digits and underscore.
 pub fn validate_username(username: &str) -> AppResult<()> {
@@ -91,18 +92,13 @@ pub fn validate_password(password: &str) -> AppResult<()> {
     Ok(())
 }
 
-/// Display names are trimmed; blank means none; at most 64 characters.
+/// Display names are trimmed; blank means none; at most
+/// [`MAX_DISPLAY_NAME`] characters, as `updateProfile` takes them.
 pub fn normalize_display_name(name: Option<String>) -> AppResult<Option<String>> {
-    let Some(name) = name.map(|n| n.trim().to_owned()).filter(|n| !n.is_empty()) else {
-        return Ok(None);
-    };
-    if name.chars().count() > MAX_DISPLAY_NAME {
-        return Err(AppError::bad_input(
-            "displayName must be at most 64 characters",
-        ));
-    }
-    super::check_stored_text(&name, "displayName", false)?;
-    Ok(Some(name))
+    Ok(name
+        .map(|n| profile_text(n, "displayName", MAX_DISPLAY_NAME, false))
+        .transpose()?
+        .flatten())
 }
 
 /// Input of [`sign_up`].
@@ -555,7 +551,6 @@ pub struct ProfileChange {
     pub remove_avatar: bool,
 }
 
-const MAX_PROFILE_DISPLAY_NAME: usize = 50;
 const MAX_BIO: usize = 300;
 
 /// A profile text as stored: trimmed, blank clears it, at most `max`
@@ -597,7 +592,7 @@ pub async fn update_profile(
     }
     let display_name = change
         .display_name
-        .map(|n| profile_text(n, "displayName", MAX_PROFILE_DISPLAY_NAME, false))
+        .map(|n| profile_text(n, "displayName", MAX_DISPLAY_NAME, false))
         .transpose()?;
     let bio = change
         .bio

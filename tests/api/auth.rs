@@ -62,7 +62,7 @@ async fn sign_up_rejections_create_nothing(app: &TestApp) {
         ("émile", "password123", None),
         ("shortpw", "1234567", None),
         ("TAKEN", "password123", None),
-        ("longname", "password123", Some("x".repeat(65))),
+        ("longname", "password123", Some("x".repeat(51))),
     ];
     for (username, password, display) in cases {
         let resp = app
@@ -76,6 +76,16 @@ async fn sign_up_rejections_create_nothing(app: &TestApp) {
         assert!(resp["data"].is_null());
     }
     assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 1);
+    // 50 characters, as updateProfile takes them, is the most.
+    let data = app
+        .ok(
+            None,
+            "mutation($d: String) { signUp(input: { username: \"fifty\", password: \"password123\", displayName: $d }) { user { displayName } } }",
+            json!({ "d": "é".repeat(50) }),
+        )
+        .await;
+    assert_eq!(data["signUp"]["user"]["displayName"], "é".repeat(50));
+    assert_eq!(app.count("SELECT COUNT(*) AS n FROM users").await, 2);
     // A missing argument is refused by the schema.
     let code = app
         .err(

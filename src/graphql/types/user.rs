@@ -190,7 +190,7 @@ pub struct SignUpInput {
     pub username: String,
     /// At least 8 characters.
     pub password: String,
-    /// Up to 64 characters; blank means none.
+    /// Up to 50 characters (as updateProfile takes them); blank means none.
     pub display_name: Option<String>,
 }
 
