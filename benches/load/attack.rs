@@ -9,9 +9,9 @@
 //! come from other loopback addresses (127.0.0.2 and up) than the load (127.0.0.1), as they would from other
 //! hosts; the server runs with its default abuse limits.
 
-use ephemera::graphql::types::{IdKind, id as global};
 use std::time::Duration;
 
+use ephemera::graphql::types::{IdKind, id as global};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;

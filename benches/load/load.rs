@@ -7,12 +7,12 @@
 //! that falls behind shows its queueing in the percentiles instead of hiding
 //! it by slowing the client down (coordinated omission).
 
-use ephemera::graphql::types::{IdKind, id as global};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use ephemera::graphql::types::{IdKind, id as global};
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{self, SendRequest};

@@ -20,12 +20,12 @@
 //! anonymously, by its own names (`allStatuses(condition:, orderBy:)`,
 //! `statusByRowId`, `userByAuthorId`).
 
-use ephemera::graphql::types::{IdKind, id as global};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ephemera::graphql::types::{IdKind, id as global};
 use hdrhistogram::Histogram;
 use hyper::header::HeaderValue;
 use serde_json::json;

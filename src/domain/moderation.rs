@@ -282,13 +282,14 @@ pub async fn take_down(
 ) -> AppResult<()> {
     let reason = checked_reason(reason, "reason")?;
     require_moderator(db, moderator).await?;
+    let none = || AppError::not_found("no status or moment with this id");
     let txn = db::begin(db).await?;
     let author = match kind {
         SubjectKind::User => {
             if super::user::find_by_id(&txn, subject).await?.is_some() {
                 return Err(AppError::bad_input("a user is suspended, not taken down"));
             }
-            return Err(AppError::not_found("no status or moment with this id"));
+            return Err(none());
         }
         SubjectKind::Status => {
             let status: Option<GoneStatus> = db::fetch_one(
@@ -298,9 +299,7 @@ pub async fn take_down(
                     .push(GoneStatus::RETURNING),
             )
             .await?;
-            let Some(s) = status else {
-                return Err(AppError::not_found("no status or moment with this id"));
-            };
+            let Some(s) = status else { return Err(none()) };
             super::status::gone(&txn, std::slice::from_ref(&s), now).await?;
             super::status::refresh_tray(&txn, s.author_id).await?;
             s.author_id
@@ -313,9 +312,7 @@ pub async fn take_down(
                     .push(" RETURNING author_id, media_id, location_id, visibility, deleted_at"),
             )
             .await?;
-            let Some(m) = moment else {
-                return Err(AppError::not_found("no status or moment with this id"));
-            };
+            let Some(m) = moment else { return Err(none()) };
             if m.deleted_at.is_none() {
                 // It was live: counted out of its place, and its going logged.
                 let gone = super::moment::Gone {

@@ -118,7 +118,6 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
             }
         });
     }
-    let subject = d.event.subject;
     let author_id = id(IdKind::User, d.event.author);
     Some(match d.event.kind {
         Kind::StatusCreated => LiveEvent::StatusCreated(StatusCreatedEvent {
@@ -131,7 +130,7 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
         }),
         Kind::StatusDeleted => LiveEvent::StatusDeleted(StatusDeletedEvent {
             cursor,
-            status_id: id(IdKind::Status, subject),
+            status_id: id(IdKind::Status, d.event.subject),
             author_id,
         }),
         Kind::MomentCreated => LiveEvent::MomentCreated(MomentCreatedEvent {
@@ -144,7 +143,7 @@ fn live_event(d: Delivery, app: &AppState, viewer: i64) -> Option<LiveEvent> {
         }),
         Kind::MomentDeleted => LiveEvent::MomentDeleted(MomentDeletedEvent {
             cursor,
-            moment_id: id(IdKind::Moment, subject),
+            moment_id: id(IdKind::Moment, d.event.subject),
             author_id,
         }),
         Kind::AuthorGone => LiveEvent::AuthorGone(AuthorGoneEvent { cursor, author_id }),

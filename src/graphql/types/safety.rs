@@ -25,24 +25,22 @@ impl From<SubjectKind> for ReportSubject {
     }
 }
 
-/// The id of a reportable subject.
-fn subject_id(kind: SubjectKind, n: i64) -> ID {
-    let kind = match kind {
+/// The type of a reportable subject's id.
+fn id_kind(kind: SubjectKind) -> IdKind {
+    match kind {
         SubjectKind::Status => IdKind::Status,
         SubjectKind::Moment => IdKind::Moment,
         SubjectKind::User => IdKind::User,
-    };
-    id(kind, n)
+    }
 }
 
 /// What a subject's id names, if it names a status, moment or user.
 pub fn parse_subject(subject: &ID) -> Option<(SubjectKind, i64)> {
-    match decode_id(subject)? {
-        (IdKind::Status, n) => Some((SubjectKind::Status, n)),
-        (IdKind::Moment, n) => Some((SubjectKind::Moment, n)),
-        (IdKind::User, n) => Some((SubjectKind::User, n)),
-        _ => None,
-    }
+    let (kind, n) = decode_id(subject)?;
+    [SubjectKind::Status, SubjectKind::Moment, SubjectKind::User]
+        .into_iter()
+        .find(|s| id_kind(*s) == kind)
+        .map(|s| (s, n))
 }
 
 /// Why something is reported.
@@ -147,10 +145,11 @@ impl Report {
 
 impl From<report::Model> for Report {
     fn from(r: report::Model) -> Self {
+        let kind = SubjectKind::from_stored(&r.subject_kind);
         Self {
             id: id(IdKind::Report, r.id),
-            subject_kind: SubjectKind::from_stored(&r.subject_kind).into(),
-            subject_id: subject_id(SubjectKind::from_stored(&r.subject_kind), r.subject_id),
+            subject_kind: kind.into(),
+            subject_id: id(id_kind(kind), r.subject_id),
             excerpt: r.excerpt,
             reason: ReportReason::from_stored(&r.reason),
             details: r.details,
@@ -180,10 +179,11 @@ pub struct ModerationNotice {
 
 impl From<moderation_notice::Model> for ModerationNotice {
     fn from(n: moderation_notice::Model) -> Self {
+        let kind = SubjectKind::from_stored(&n.subject_kind);
         Self {
             id: id(IdKind::ModerationNotice, n.id),
-            subject_kind: SubjectKind::from_stored(&n.subject_kind).into(),
-            subject_id: subject_id(SubjectKind::from_stored(&n.subject_kind), n.subject_id),
+            subject_kind: kind.into(),
+            subject_id: id(id_kind(kind), n.subject_id),
             reason: n.reason,
             created_at: DateTime(n.created_at),
         }
