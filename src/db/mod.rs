@@ -28,7 +28,7 @@ mod request;
 mod sql;
 
 pub use columns::Columns;
-pub use dialect::Dialect;
+pub use dialect::{Column, Dialect};
 pub use request::{Budget, QueryConnections, RequestDb};
 pub use sql::Sql;
 

@@ -34,7 +34,7 @@ use super::expiry::{live_moment, live_status};
 use super::visibility::{self, Reach, Who};
 use super::{Scope, tray};
 use crate::clock::Millis;
-use crate::db::{self, Sql};
+use crate::db::{self, Column, Dialect, Sql};
 use crate::entity::{moment as moment_row, status as status_row};
 use crate::error::AppResult;
 use crate::events::{Admitted, Asked, Delivery, Heard, Kind, LogEvent, Pos, TrayChange};
@@ -239,10 +239,10 @@ async fn live_rows<M: FromQueryResult, C: ConnectionTrait>(
     let rows: Vec<M> = db::fetch_all(
         db,
         Sql::new(&format!(
-            "SELECT {alias}.* FROM {table} {alias} WHERE {alias}.id IN ("
+            "SELECT {alias}.* FROM {table} {alias} WHERE {alias}.id"
         ))
-        .list(ids.iter().copied())
-        .push(") AND ")
+        .append(Dialect::of(db).in_bound(ids))
+        .push(" AND ")
         .append(live),
     )
     .await?;
@@ -339,10 +339,11 @@ async fn hidden_likes<C: ConnectionTrait>(
     if moments.is_empty() || viewers.is_empty() {
         return Ok(HashMap::new());
     }
+    let dialect = Dialect::of(db);
     let likes = |who: Who<'_>| {
-        Sql::new("hl.moment_id IN (")
-            .list(moments.iter().copied())
-            .push(") AND hl.user_id IN (")
+        Sql::new("hl.moment_id")
+            .append(dialect.in_bound(moments))
+            .push(" AND hl.user_id IN (")
             .append(visibility::excluded(
                 who,
                 visibility::Content::Person,
@@ -361,10 +362,10 @@ async fn hidden_likes<C: ConnectionTrait>(
     let signed_in = |chunk: &[i64]| {
         Sql::new(
             "SELECT hl.moment_id AS moment, w.id AS viewer, CAST(COUNT(*) AS BIGINT) AS n \
-             FROM users w CROSS JOIN moment_likes hl WHERE w.id IN (",
+             FROM users w CROSS JOIN moment_likes hl WHERE w.id",
         )
-        .list(chunk.iter().copied())
-        .push(") AND ")
+        .append(dialect.in_bound(chunk))
+        .push(" AND ")
         .append(likes(Who::Column("w.id")))
         .push(" GROUP BY hl.moment_id, w.id")
     };
@@ -443,8 +444,9 @@ struct AudienceRow {
 /// candidates come first: for public content every viewer asked, a
 /// thousand per statement; for the rest only the author and their friends
 /// (a close friend is a friend), found through the friendships' indexes in
-/// one statement whatever the number of viewers. The pairs are a table of
-/// literals, so the planner knows how few they are.
+/// one statement whatever the number of viewers. The pairs and the viewers
+/// are bound whole ([`Dialect::bound_rows`]): each statement's text is the
+/// same whatever their number, and is planned once.
 async fn readers<C: ConnectionTrait>(
     db: &C,
     shown: Shown,
@@ -457,17 +459,17 @@ async fn readers<C: ConnectionTrait>(
         return Ok(out);
     }
     let col = shown.audience();
+    let dialect = Dialect::of(db);
+    let authors: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+    let audiences: Vec<&str> = pairs.iter().map(|p| p.1.as_str()).collect();
     let with_d = || {
-        Sql::new("WITH d AS (")
-            .append(Sql::join(
-                pairs.iter().map(|(author, audience)| {
-                    Sql::new("SELECT ")
-                        .bind(*author)
-                        .push(" AS author_id, ")
-                        .bind(audience.clone())
-                        .push(&format!(" AS {col}"))
-                }),
-                " UNION ALL ",
+        Sql::new(&format!("WITH d AS (SELECT p.author_id, p.{col} FROM "))
+            .append(dialect.bound_rows(
+                "p",
+                &[
+                    ("author_id", Column::BigInt(&authors)),
+                    (col, Column::Text(&audiences)),
+                ],
             ))
             .push(") ")
     };
@@ -485,10 +487,7 @@ async fn readers<C: ConnectionTrait>(
             if public { "=" } else { "<>" }
         ));
         match only {
-            Some(ids) => sql
-                .push("w.id IN (")
-                .list(ids.iter().copied())
-                .push(") AND "),
+            Some(ids) => sql.push("w.id").append(dialect.in_bound(ids)).push(" AND "),
             None => sql,
         }
         .append(shown.rule("d", Who::Column("w.id"), reach))

@@ -15,7 +15,7 @@
 //! hears nothing unless their tray really changed, which a refetch would
 //! show them anyway.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use sea_orm::{ConnectionTrait, FromQueryResult};
 
@@ -23,7 +23,7 @@ use super::expiry::live_status;
 use super::visibility::{self, Reach, Who};
 use super::{Scope, status};
 use crate::clock::Millis;
-use crate::db::{self, Dialect, Sql};
+use crate::db::{self, Column, Dialect, Sql};
 use crate::error::AppResult;
 use crate::events::log::{self, Change};
 use crate::events::{Kind, TrayEntry};
@@ -58,19 +58,26 @@ struct CountRow {
 /// For each (viewer, author) of `pairs` (viewer 0: anonymous) whose tray
 /// has an entry of the author at `now`: that entry. A pair missing from the
 /// answer has none. Two statements per thousand pairs, whatever their
-/// number of authors.
+/// number of authors, each of the same text whatever its number of pairs
+/// (bound whole: [`Dialect::bound_rows`]), so that it is planned once.
 pub async fn entries<C: ConnectionTrait>(
     db: &C,
     pairs: &[(i64, i64)],
     now: Millis,
 ) -> AppResult<HashMap<(i64, i64), Seen>> {
+    let dialect = Dialect::of(db);
     let mut out = HashMap::new();
-    for chunk in chunks(pairs) {
-        let rows: Vec<EntryRow> = db::fetch_all(
-            db,
-            Sql::join(chunk.iter().map(|g| entry_arm(db, g, now)), " UNION ALL "),
-        )
-        .await?;
+    let (anonymous, signed_in) = split(pairs);
+    let statements = anonymous
+        .chunks(CHUNK)
+        .map(|authors| anonymous_entries(dialect, authors, now))
+        .chain(
+            signed_in
+                .chunks(CHUNK)
+                .map(|chunk| pair_entries(dialect, chunk, now)),
+        );
+    for sql in statements {
+        let rows: Vec<EntryRow> = db::fetch_all(db, sql).await?;
         for r in rows {
             let entry = TrayEntry {
                 author: r.author_id,
@@ -88,12 +95,17 @@ pub async fn entries<C: ConnectionTrait>(
         }
     }
     let present: Vec<(i64, i64)> = out.keys().copied().collect();
-    for chunk in chunks(&present) {
-        let rows: Vec<CountRow> = db::fetch_all(
-            db,
-            Sql::join(chunk.iter().map(|g| count_arm(g, now)), " UNION ALL "),
-        )
-        .await?;
+    let (anonymous, signed_in) = split(&present);
+    let statements = anonymous
+        .chunks(CHUNK)
+        .map(|authors| anonymous_counts(dialect, authors, now))
+        .chain(
+            signed_in
+                .chunks(CHUNK)
+                .map(|chunk| pair_counts(dialect, chunk, now)),
+        );
+    for sql in statements {
+        let rows: Vec<CountRow> = db::fetch_all(db, sql).await?;
         for r in rows {
             if let Some(seen) = out.get_mut(&(r.viewer, r.author_id)) {
                 seen.entry.live = r.live;
@@ -104,148 +116,117 @@ pub async fn entries<C: ConnectionTrait>(
     Ok(out)
 }
 
-/// The viewers of one author in one statement: signed in, or anonymous.
-#[derive(Debug)]
-struct Group {
-    author: i64,
-    /// Empty for the anonymous viewer.
-    viewers: Vec<i64>,
+/// `pairs` split into the authors the anonymous viewer asks about and the
+/// signed-in (viewer, author) pairs, each once, in order.
+fn split(pairs: &[(i64, i64)]) -> (Vec<i64>, Vec<(i64, i64)>) {
+    let anonymous: BTreeSet<i64> = pairs
+        .iter()
+        .filter(|(viewer, _)| *viewer == 0)
+        .map(|&(_, author)| author)
+        .collect();
+    let signed_in: BTreeSet<(i64, i64)> = pairs
+        .iter()
+        .copied()
+        .filter(|(viewer, _)| *viewer != 0)
+        .collect();
+    (
+        anonymous.into_iter().collect(),
+        signed_in.into_iter().collect(),
+    )
 }
 
-/// `pairs` grouped by author (the anonymous viewer on its own), then into
-/// statements of at most [`CHUNK`] viewers.
-fn chunks(pairs: &[(i64, i64)]) -> Vec<Vec<Group>> {
-    let mut by_author: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
-    let mut anonymous = Vec::new();
-    for &(viewer, author) in pairs {
-        if viewer == 0 {
-            anonymous.push(author);
-        } else {
-            by_author.entry(author).or_default().push(viewer);
-        }
-    }
-    anonymous.sort_unstable();
-    anonymous.dedup();
-    let mut out: Vec<Vec<Group>> = Vec::new();
-    let mut current: Vec<Group> = Vec::new();
-    let mut size = 0;
-    let mut add = |group: Group, size_of: usize, current: &mut Vec<Group>, size: &mut usize| {
-        if *size + size_of > CHUNK && !current.is_empty() {
-            out.push(std::mem::take(current));
-            *size = 0;
-        }
-        *size += size_of;
-        current.push(group);
-    };
-    for author in anonymous {
-        let group = Group {
-            author,
-            viewers: Vec::new(),
-        };
-        add(group, 1, &mut current, &mut size);
-    }
-    for (author, mut viewers) in by_author {
-        viewers.sort_unstable();
-        viewers.dedup();
-        for part in viewers.chunks(CHUNK) {
-            let group = Group {
-                author,
-                viewers: part.to_vec(),
-            };
-            add(group, part.len(), &mut current, &mut size);
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
+/// The pairs as the table `alias(viewer, author)`.
+fn pair_table(dialect: Dialect, alias: &str, pairs: &[(i64, i64)]) -> Sql {
+    let viewers: Vec<i64> = pairs.iter().map(|p| p.0).collect();
+    let authors: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+    dialect.bound_rows(
+        alias,
+        &[
+            ("viewer", Column::BigInt(&viewers)),
+            ("author", Column::BigInt(&authors)),
+        ],
+    )
 }
 
-/// The tray rows of one group: `status::tray_page`'s conditions, with the
-/// viewer a column.
-fn entry_arm<C: ConnectionTrait>(db: &C, g: &Group, now: Millis) -> Sql {
-    let (select, who) = if g.viewers.is_empty() {
-        (
-            Sql::new(
-                "SELECT CAST(0 AS BIGINT) AS viewer, t.author_id, t.latest_created_at, 1 = 0 AS in_friends \
-                 FROM status_tray t WHERE t.author_id = ",
-            )
-            .bind(g.author),
-            Who::User(0),
-        )
-    } else {
-        let who = Who::Column("w.id");
-        (
-            Sql::new("SELECT w.id AS viewer, t.author_id, t.latest_created_at, ")
-                .append(visibility::scope(Scope::Friends, "t.author_id", who))
-                .push(" AS in_friends FROM users w CROSS JOIN status_tray t WHERE t.author_id = ")
-                .bind(g.author)
-                .push(" AND w.id IN (")
-                .list(g.viewers.iter().copied())
-                .push(")"),
-            who,
-        )
-    };
-    select
-        .push(" AND ")
-        .append(status::tray_rows(Dialect::of(db), who, now))
-}
-
-/// The counts of one group: `status::tray_counts`, with the viewer a
-/// column. For signed-in viewers the author's live statuses are counted
-/// once per audience, and the viewer's seen marks of them per audience; the
-/// audience rule is then asked of each (viewer, audience) row instead of
-/// each (viewer, status): the cost grows with the author's statuses once,
-/// not once per viewer told.
-fn count_arm(g: &Group, now: Millis) -> Sql {
-    if g.viewers.is_empty() {
-        return Sql::new(
-            "SELECT CAST(0 AS BIGINT) AS viewer, s.author_id, CAST(COUNT(*) AS BIGINT) AS live, \
-               CAST(COUNT(*) AS BIGINT) AS unseen FROM statuses s WHERE s.author_id = ",
-        )
-        .bind(g.author)
-        .push(" AND ")
-        .append(live_status("s", now))
-        .push(" AND ")
-        .append(visibility::status_audience(
-            "s.audience",
-            "s.author_id",
-            Who::User(0),
-        ))
-        .push(" GROUP BY s.author_id");
-    }
-    let viewers = || Sql::new("(").list(g.viewers.iter().copied()).push(")");
+/// The anonymous viewer's tray rows of `authors`: `status::tray_page`'s
+/// conditions.
+fn anonymous_entries(dialect: Dialect, authors: &[i64], now: Millis) -> Sql {
     Sql::new(
-        "SELECT w.id AS viewer, a.author_id, CAST(SUM(a.n) AS BIGINT) AS live, \
-           CAST(SUM(a.n - COALESCE(v.n, 0)) AS BIGINT) AS unseen \
-         FROM users w CROSS JOIN (SELECT s.author_id, s.audience, COUNT(*) AS n FROM statuses s \
-         WHERE s.author_id = ",
+        "SELECT CAST(0 AS BIGINT) AS viewer, t.author_id, t.latest_created_at, 1 = 0 AS in_friends \
+         FROM status_tray t WHERE t.author_id",
     )
-    .bind(g.author)
+    .append(dialect.in_bound(authors))
+    .push(" AND ")
+    .append(status::tray_rows(dialect, Who::User(0), now))
+}
+
+/// The tray rows of signed-in (viewer, author) pairs: `status::tray_page`'s
+/// conditions, with the viewer a column.
+fn pair_entries(dialect: Dialect, pairs: &[(i64, i64)], now: Millis) -> Sql {
+    let who = Who::Column("w.id");
+    Sql::new("SELECT w.id AS viewer, t.author_id, t.latest_created_at, ")
+        .append(visibility::scope(Scope::Friends, "t.author_id", who))
+        .push(" AS in_friends FROM ")
+        .append(pair_table(dialect, "p", pairs))
+        .push(
+            " JOIN users w ON w.id = p.viewer JOIN status_tray t ON t.author_id = p.author WHERE ",
+        )
+        .append(status::tray_rows(dialect, who, now))
+}
+
+/// The anonymous viewer's counts of `authors`: `status::tray_counts`.
+fn anonymous_counts(dialect: Dialect, authors: &[i64], now: Millis) -> Sql {
+    Sql::new(
+        "SELECT CAST(0 AS BIGINT) AS viewer, s.author_id, CAST(COUNT(*) AS BIGINT) AS live, \
+           CAST(COUNT(*) AS BIGINT) AS unseen FROM statuses s WHERE s.author_id",
+    )
+    .append(dialect.in_bound(authors))
     .push(" AND ")
     .append(live_status("s", now))
-    .push(
-        " GROUP BY s.author_id, s.audience) a \
-         LEFT JOIN (SELECT sv.viewer_id, s.audience, COUNT(*) AS n FROM status_views sv \
-         JOIN statuses s ON s.id = sv.status_id WHERE sv.viewer_id IN ",
-    )
-    .append(viewers())
-    .push(" AND s.author_id = ")
-    .bind(g.author)
-    .push(" AND ")
-    .append(live_status("s", now))
-    .push(
-        " GROUP BY sv.viewer_id, s.audience) v ON v.viewer_id = w.id AND v.audience = a.audience \
-         WHERE w.id IN ",
-    )
-    .append(viewers())
     .push(" AND ")
     .append(visibility::status_audience(
-        "a.audience",
-        "a.author_id",
-        Who::Column("w.id"),
+        "s.audience",
+        "s.author_id",
+        Who::User(0),
     ))
-    .push(" GROUP BY w.id, a.author_id")
+    .push(" GROUP BY s.author_id")
+}
+
+/// The counts of signed-in (viewer, author) pairs: `status::tray_counts`,
+/// with the viewer a column. Each author's live statuses are counted once
+/// per audience, and each viewer's seen marks of them per audience; the
+/// audience rule is then asked of each (viewer, audience) row instead of
+/// each (viewer, status): the cost grows with an author's statuses once,
+/// not once per viewer told.
+fn pair_counts(dialect: Dialect, pairs: &[(i64, i64)], now: Millis) -> Sql {
+    Sql::new("WITH p AS (SELECT q.viewer, q.author FROM ")
+        .append(pair_table(dialect, "q", pairs))
+        .push(
+            ") SELECT w.id AS viewer, a.author_id, CAST(SUM(a.n) AS BIGINT) AS live, \
+               CAST(SUM(a.n - COALESCE(v.n, 0)) AS BIGINT) AS unseen \
+             FROM p JOIN users w ON w.id = p.viewer \
+             JOIN (SELECT s.author_id, s.audience, COUNT(*) AS n FROM statuses s \
+             WHERE s.author_id IN (SELECT author FROM p) AND ",
+        )
+        .append(live_status("s", now))
+        .push(
+            " GROUP BY s.author_id, s.audience) a ON a.author_id = p.author \
+             LEFT JOIN (SELECT sv.viewer_id, s.author_id, s.audience, COUNT(*) AS n FROM p \
+             JOIN status_views sv ON sv.viewer_id = p.viewer \
+             JOIN statuses s ON s.id = sv.status_id AND s.author_id = p.author WHERE ",
+        )
+        .append(live_status("s", now))
+        .push(
+            " GROUP BY sv.viewer_id, s.author_id, s.audience) v \
+             ON v.viewer_id = w.id AND v.author_id = a.author_id AND v.audience = a.audience \
+             WHERE ",
+        )
+        .append(visibility::status_audience(
+            "a.audience",
+            "a.author_id",
+            Who::Column("w.id"),
+        ))
+        .push(" GROUP BY w.id, a.author_id")
 }
 
 /// What each side of a change between two people may see of the other,
@@ -340,23 +321,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pairs_are_grouped_by_author_in_statements_of_at_most_a_thousand_viewers() {
-        let mut pairs: Vec<(i64, i64)> = (1..=1500).map(|v| (v, 7)).collect();
-        pairs.extend([(0, 7), (0, 8), (3, 8), (3, 8)]);
-        let statements = chunks(&pairs);
-        let sizes: Vec<usize> = statements
-            .iter()
-            .map(|s| s.iter().map(|g| g.viewers.len().max(1)).sum())
-            .collect();
-        assert!(sizes.iter().all(|&n| n <= CHUNK), "{sizes:?}");
-        let viewers: usize = statements.iter().flatten().map(|g| g.viewers.len()).sum();
-        assert_eq!(viewers, 1501, "each signed-in pair once");
-        let anonymous: Vec<i64> = statements
-            .iter()
-            .flatten()
-            .filter(|g| g.viewers.is_empty())
-            .map(|g| g.author)
-            .collect();
+    fn pairs_are_split_into_the_anonymous_authors_and_the_signed_in_pairs_each_once() {
+        let pairs = [(0, 7), (3, 8), (0, 8), (3, 8), (0, 7), (2, 7)];
+        let (anonymous, signed_in) = split(&pairs);
         assert_eq!(anonymous, [7, 8]);
+        assert_eq!(signed_in, [(2, 7), (3, 8)]);
+    }
+
+    #[test]
+    fn a_statement_has_one_text_whatever_its_number_of_pairs() {
+        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
+            let text = |pairs: &[(i64, i64)]| {
+                let authors: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+                [
+                    pair_entries(dialect, pairs, 5).build(dialect).sql,
+                    pair_counts(dialect, pairs, 5).build(dialect).sql,
+                    anonymous_entries(dialect, &authors, 5).build(dialect).sql,
+                    anonymous_counts(dialect, &authors, 5).build(dialect).sql,
+                ]
+            };
+            assert_eq!(text(&[(1, 2)]), text(&[(1, 2), (3, 4), (5, 6)]));
+        }
     }
 }
