@@ -18,14 +18,14 @@
 
 use std::collections::BTreeSet;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, FromQueryResult};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbErr, FromQueryResult, QueryResult};
 use sha2::{Digest, Sha256};
 
 use super::page::{Key, Page, PageQuery};
 use super::user::{PROFILE_COLUMNS, Profile};
 use super::visibility::{Who, visible_person};
 use crate::clock::Millis;
-use crate::db::{self, Dialect, Sql};
+use crate::db::{self, Columns, Dialect, Sql};
 use crate::error::{AppError, AppResult};
 
 /// The longest search text, in characters.
@@ -337,24 +337,9 @@ pub async fn choose_walk<C: ConnectionTrait>(db: &C, search: Search) -> AppResul
     Ok(search.walking(best))
 }
 
-/// One phase's page: `limit` + 1 users at most, after `after` (a user id
-/// of this phase).
-async fn phase<C: ConnectionTrait>(
-    db: &C,
-    search: &Search,
-    viewer: Option<i64>,
-    phase: i64,
-    after: Option<i64>,
-    limit: u64,
-) -> AppResult<Vec<Profile>> {
-    match phase_query(search, viewer, phase, after, limit) {
-        Some(sql) => db::fetch_all(db, sql).await,
-        None => Ok(Vec::new()),
-    }
-}
-
-/// The statement of one phase's page ([`PROFILE_COLUMNS`]); `None` when
-/// the search has no word.
+/// The statement of one phase's page: `limit` + 1 users at most, after
+/// `after` (a user id of this phase), as [`Found`] rows; `None` when the
+/// search has no word.
 pub fn phase_query(
     search: &Search,
     viewer: Option<i64>,
@@ -395,15 +380,17 @@ pub fn phase_query(
     candidates = candidates
         .push(" ORDER BY w.word, w.user_id LIMIT ")
         .bind(i64::try_from(SCAN).unwrap_or(i64::MAX));
-    let mut sql = Sql::new(&format!("SELECT {PROFILE_COLUMNS} FROM ("))
-        .append(candidates)
-        .push(
-            ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
+    let mut sql = Sql::new(&format!(
+        "SELECT {PROFILE_COLUMNS}, CAST({phase} AS BIGINT) AS phase, c.word FROM ("
+    ))
+    .append(candidates)
+    .push(
+        ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
              SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
-        )
-        .append(begins("d.word", walk))
-        .push(" AND d.word < c.word) AND ")
-        .append(has_others(search, "c.user_id"));
+    )
+    .append(begins("d.word", walk))
+    .push(" AND d.word < c.word) AND ")
+    .append(has_others(search, "c.user_id"));
     if let (OTHERS, Some(v)) = (phase, viewer) {
         // The viewer's friends were the first phase: read once, not per row.
         sql = sql
@@ -419,17 +406,61 @@ pub fn phase_query(
     Some(sql)
 }
 
+/// A found user and the phase that found them ([`phase_query`]'s columns;
+/// the word it walked to, last, orders the rows and is not read).
+struct Found {
+    profile: Profile,
+    phase: i64,
+}
+
+impl FromQueryResult for Found {
+    fn from_query_result(res: &QueryResult, _: &str) -> Result<Self, DbErr> {
+        let mut c = Columns::of(res);
+        Ok(Self {
+            profile: Profile::read(&mut c)?,
+            phase: c.take()?,
+        })
+    }
+}
+
+/// The statement of a page from phase `at` on: for a signed-in viewer's
+/// friends' phase, that phase's rows and everyone else's in one statement
+/// (each arm its own page, `limit` + 1 rows at most: the second costs a
+/// bounded walk when friends fill the page, and saves a statement when they
+/// do not, which is nearly always); else the one phase's.
+pub fn page_query(
+    search: &Search,
+    viewer: Option<i64>,
+    at: i64,
+    after: Option<i64>,
+    limit: u64,
+) -> Option<Sql> {
+    if at != FRIENDS || viewer.is_none() {
+        return phase_query(search, viewer, OTHERS, after, limit);
+    }
+    let friends = phase_query(search, viewer, FRIENDS, after, limit)?;
+    let others = phase_query(search, viewer, OTHERS, None, limit)?;
+    Some(
+        Sql::new("SELECT * FROM (")
+            .append(friends)
+            .push(") friends_page UNION ALL SELECT * FROM (")
+            .append(others)
+            // In the database's collation, as each arm walked its words.
+            .push(") others_page ORDER BY phase, word, id"),
+    )
+}
+
 /// A page of the users `search` finds for `viewer`: friends first (for a
-/// signed-in viewer), then everyone else; at most three statements (the
+/// signed-in viewer), then everyone else; at most two statements (the
 /// sample that chooses the walking word, on a first page of several words;
-/// friends; everyone else).
+/// the page, [`page_query`]).
 pub async fn page<C: ConnectionTrait>(
     db: &C,
     search: Search,
     viewer: Option<i64>,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let (search, mut at, mut after) = match q.after {
+    let (search, at, after) = match q.after {
         Some(Key { ts, id }) => {
             let ts = ts.max(0);
             let walk = usize::try_from(ts / 2).unwrap_or(usize::MAX);
@@ -442,27 +473,37 @@ pub async fn page<C: ConnectionTrait>(
     };
     let walk = i64::try_from(search.walk).unwrap_or(0);
     let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
+    let mut rows: Vec<Found> = match page_query(&search, viewer, at, after, q.limit) {
+        Some(sql) => db::fetch_all(db, sql).await?,
+        None => Vec::new(),
+    };
     let mut items = Vec::new();
-    loop {
+    let mut has_next = false;
+    for phase in [FRIENDS, OTHERS] {
+        let found: Vec<Found> = rows.extract_if(.., |r| r.phase == phase).collect();
         let left = limit - items.len();
-        let rows = phase(db, &search, viewer, at, after, left as u64).await?;
-        let more = rows.len() > left;
-        let ts = at + 2 * walk;
-        items.extend(
-            rows.into_iter()
-                .take(left)
-                .map(|p| (Key { ts, id: p.id }, p)),
-        );
-        if more || at == OTHERS || items.len() == limit {
-            return Ok(Page {
-                has_next: more || (at == FRIENDS && items.len() == limit),
-                has_previous: q.after.is_some(),
-                items,
-            });
+        if found.len() > left {
+            has_next = true;
         }
-        at = OTHERS;
-        after = None;
+        let ts = phase + 2 * walk;
+        items.extend(found.into_iter().take(left).map(|f| {
+            (
+                Key {
+                    ts,
+                    id: f.profile.id,
+                },
+                f.profile,
+            )
+        }));
+        if has_next {
+            break;
+        }
     }
+    Ok(Page {
+        has_next,
+        has_previous: q.after.is_some(),
+        items,
+    })
 }
 
 #[cfg(test)]

@@ -597,6 +597,10 @@ async fn search_walks_its_index(app: &TestApp) {
             "anonymous",
             search::phase_query(&one, None, search::OTHERS, None, 20),
         ),
+        (
+            "a signed-in page, friends and others",
+            search::page_query(&one, Some(me), search::FRIENDS, None, 20),
+        ),
     ];
     for (name, sql) in statements {
         let plan = crate::support::plan_of(db, sql.expect("a statement")).await;

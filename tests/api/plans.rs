@@ -282,6 +282,10 @@ async fn hot_statements_run_their_cached_plans() {
             "search, two words",
             search::phase_query(&two, Some(me), search::OTHERS, None, 20),
         ),
+        (
+            "search, friends and others",
+            search::page_query(&one, Some(me), search::FRIENDS, None, 20),
+        ),
         ("search, the sample", search::sample_query(&two, dialect)),
         (
             "author page",
