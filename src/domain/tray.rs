@@ -329,18 +329,18 @@ mod tests {
     }
 
     #[test]
-    fn a_statement_has_one_text_whatever_its_number_of_pairs() {
-        for dialect in [Dialect::Sqlite, Dialect::Postgres] {
-            let text = |pairs: &[(i64, i64)]| {
-                let authors: Vec<i64> = pairs.iter().map(|p| p.1).collect();
-                [
-                    pair_entries(dialect, pairs, 5).build(dialect).sql,
-                    pair_counts(dialect, pairs, 5).build(dialect).sql,
-                    anonymous_entries(dialect, &authors, 5).build(dialect).sql,
-                    anonymous_counts(dialect, &authors, 5).build(dialect).sql,
-                ]
-            };
-            assert_eq!(text(&[(1, 2)]), text(&[(1, 2), (3, 4), (5, 6)]));
-        }
+    fn on_postgresql_a_statement_has_one_text_whatever_its_number_of_pairs() {
+        // (SQLite binds a placeholder per value: see `Dialect::bound_rows`.)
+        let dialect = Dialect::Postgres;
+        let text = |pairs: &[(i64, i64)]| {
+            let authors: Vec<i64> = pairs.iter().map(|p| p.1).collect();
+            [
+                pair_entries(dialect, pairs, 5).build(dialect).sql,
+                pair_counts(dialect, pairs, 5).build(dialect).sql,
+                anonymous_entries(dialect, &authors, 5).build(dialect).sql,
+                anonymous_counts(dialect, &authors, 5).build(dialect).sql,
+            ]
+        };
+        assert_eq!(text(&[(1, 2)]), text(&[(1, 2), (3, 4), (5, 6)]));
     }
 }

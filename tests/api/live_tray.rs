@@ -505,11 +505,13 @@ async fn run_seed(app: &TestApp, seed: u64) {
             c.scope
         );
     }
-    // The run exercised both kinds (not a cache that never moved).
+    // The run moved the caches (not a cache that never moved). How many
+    // events told it depends on how many changes one read coalesced, which
+    // depends on the machine's load: only a floor that any run passes.
     let changed: usize = cached.iter().map(|c| c.told.0).sum();
     let removed: usize = cached.iter().map(|c| c.told.1).sum();
     assert!(
-        changed > 20 && removed > 3,
+        changed > 5 && removed > 0,
         "seed {seed}: {changed} changed, {removed} removed"
     );
 }
