@@ -272,19 +272,19 @@ async fn hot_statements_run_their_cached_plans() {
     let statements = [
         (
             "search, others",
-            search::phase_query(&one, Some(me), search::OTHERS, None, 20),
+            search::phase_query(&one, Some(me), search::OTHERS, None, 20, dialect),
         ),
         (
             "search, friends",
-            search::phase_query(&one, Some(me), search::FRIENDS, None, 20),
+            search::phase_query(&one, Some(me), search::FRIENDS, None, 20, dialect),
         ),
         (
             "search, two words",
-            search::phase_query(&two, Some(me), search::OTHERS, None, 20),
+            search::phase_query(&two, Some(me), search::OTHERS, None, 20, dialect),
         ),
         (
             "search, friends and others",
-            search::page_query(&one, Some(me), search::FRIENDS, None, 20),
+            search::page_query(&one, Some(me), search::FRIENDS, None, 20, dialect),
         ),
         ("search, the sample", search::sample_query(&two, dialect)),
         (
