@@ -274,8 +274,7 @@ struct Sampled {
 /// The statement of the sample that chooses the walking word: for each
 /// word, how many of the first [`SAMPLE`] rows of its range the other words
 /// match. `None` for fewer than two words (there is nothing to choose).
-/// The words' bounds are out of the planner's sight (`dialect`): planned
-/// for them, the statement was planned anew on every run on PostgreSQL.
+/// Its values are out of the planner's sight, as [`begins`] says why.
 pub fn sample_query(search: &Search, dialect: Dialect) -> Option<Sql> {
     if search.words.len() < 2 {
         return None;
