@@ -26,6 +26,12 @@ both_backends!(
     a_tray_part_resumes_apart_from_its_event,
     events_applied_to_a_cached_tray_equal_a_refetch,
 );
+crate::both_backends_with!(many_sockets => many_subscribers_are_decided_as_few_are);
+
+/// Room for more websockets from the tests' one address than a catch-up's few.
+fn many_sockets(c: &mut ephemera::config::Config) {
+    c.ws.max_sockets_per_address = 100;
+}
 
 const ENTRY: &str = "id author { id } latestCreatedAt storyCount hasUnseen";
 
@@ -194,6 +200,99 @@ async fn each_viewer_is_told_its_own_entry(app: &TestApp) {
     let e = next_of(&mut b, "StoryTrayEntryRemovedEvent").await;
     assert_eq!(e["entryId"], entry_id(Some(&bob), &ann));
     assert!(tray(app, Some(&bob), "EVERYONE").await.is_empty());
+}
+
+/// More signed-in subscribers on one instance than a catch-up's few (the
+/// decision then gathers the authors' friends and keeps the subscribed):
+/// the same rule decides. A close-friends post reaches the close friend
+/// alone, a friends' post every friend but the one who muted the author and
+/// the one the author hides from; strangers hear nothing before a public
+/// post everyone hears.
+async fn many_subscribers_are_decided_as_few_are(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let end = app.sign_up("end").await;
+    let mut friends = Vec::new();
+    for i in 0..8 {
+        let f = app.sign_up(&format!("friend{i}")).await;
+        app.befriend(&ann, &f).await;
+        friends.push(f);
+    }
+    let mut strangers = Vec::new();
+    for i in 0..60 {
+        strangers.push(app.sign_up(&format!("stranger{i}")).await);
+    }
+    let relate = |m: &str| format!("mutation($u: ID!) {{ {m}(userId: $u) }}");
+    app.ok(
+        friends[1].token(),
+        &relate("muteUser"),
+        json!({ "u": ann.id }),
+    )
+    .await;
+    app.ok(
+        ann.token(),
+        &relate("hideStoriesFrom"),
+        json!({ "u": friends[2].id }),
+    )
+    .await;
+    app.ok(
+        ann.token(),
+        &relate("addCloseFriend"),
+        json!({ "u": friends[3].id }),
+    )
+    .await;
+    let before = app.metric("ephemera_subscribers").await;
+    let mut own = listen(app, Some(&ann), json!({})).await;
+    let mut f = Vec::new();
+    for u in &friends {
+        f.push(listen(app, Some(u), json!({})).await);
+    }
+    let mut s = Vec::new();
+    for u in &strangers {
+        s.push(listen(app, Some(u), json!({})).await);
+    }
+    let subscribed = 1 + friends.len() + strangers.len();
+    assert!(subscribed > 64, "more than a catch-up's few");
+    app.wait_for_metric("ephemera_subscribers", before + subscribed as u64)
+        .await;
+
+    // Each post heard before the next, so no read tells both at once.
+    let author = |e: &Value| e["entry"]["author"]["id"].as_str().unwrap_or("").to_owned();
+    app.post_status_to(&ann, "close", "CLOSE_FRIENDS").await;
+    let e = next_of(&mut f[3], "StoryTrayEntryChangedEvent").await;
+    assert_eq!(
+        (author(&e), e["entry"]["storyCount"].clone()),
+        (ann.id.clone(), json!(1))
+    );
+    let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"]["storyCount"], 1);
+    app.post_status_to(&ann, "friends", "FRIENDS").await;
+    let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"], entry_now(app, Some(&ann), &ann).await);
+    app.post_status(&end, "everyone").await;
+    for (i, ws) in f.iter_mut().enumerate() {
+        if i == 1 || i == 2 {
+            continue;
+        }
+        let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+        assert_eq!(
+            e["entry"],
+            entry_now(app, Some(&friends[i]), &ann).await,
+            "friend {i}"
+        );
+    }
+    assert_eq!(
+        entry_now(app, Some(&friends[3]), &ann).await["storyCount"],
+        2
+    );
+    // Whoever may not see ann's posts hears the public one first.
+    for ws in f[1..3].iter_mut().chain(s.iter_mut()) {
+        let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+        assert_eq!(author(&e), end.id, "{e}");
+    }
+    for (i, ws) in f.iter_mut().enumerate().filter(|(i, _)| *i != 1 && *i != 2) {
+        let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+        assert_eq!(author(&e), end.id, "friend {i}: {e}");
+    }
 }
 
 /// Friendships, blocks and the lists tell a side its tray entry of the
