@@ -138,6 +138,12 @@ pub async fn connect(url: &str, pool: u32, stats: Arc<DbStats>) -> AppResult<Dat
             }
         })
         .sqlx_logging(false)
+        // No JIT compilation: PostgreSQL compiles a statement whose plan
+        // costs past `jit_above_cost`, which the live tray's decision for a
+        // page of a busy minute does, and spent more compiling it (156
+        // functions) than running it. Nothing here runs long enough to win it
+        // back.
+        .map_sqlx_postgres_opts(|o| o.options([("jit", "off")]))
         .map_sqlx_sqlite_opts(|o| {
             o.journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)

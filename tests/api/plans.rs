@@ -353,3 +353,23 @@ async fn hot_statements_run_their_cached_plans() {
     }
     app.finish().await;
 }
+
+/// The server's PostgreSQL sessions never compile a plan (`jit` off): a
+/// statement whose estimate passes `jit_above_cost` (the live tray's
+/// decision for a busy page) spent more compiling than running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_sessions_never_compile_plans() {
+    let app = TestApp::spawn(crate::support::Backend::Postgres).await;
+    let row = app
+        .state
+        .db
+        .query_one_raw(sea_orm::Statement::from_string(
+            sea_orm::DbBackend::Postgres,
+            "SELECT current_setting('jit') AS jit",
+        ))
+        .await
+        .unwrap()
+        .expect("a row");
+    assert_eq!(row.try_get::<String>("", "jit").unwrap(), "off");
+    app.finish().await;
+}
