@@ -1273,7 +1273,12 @@ async fn slow_and_big_clients_are_bounded(app: &TestApp) {
         "POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    let mut conn = tokio::net::TcpStream::connect(&addr)
+    // A small receive buffer: the server's writes stall after a response
+    // or two, however slowly a loaded machine answers them.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("receive buffer");
+    let mut conn = socket
+        .connect(addr.parse().expect("address"))
         .await
         .expect("connect");
     let _ = conn.set_nodelay(true);
@@ -1291,8 +1296,11 @@ async fn slow_and_big_clients_are_bounded(app: &TestApp) {
             _ => break,
         }
     }
-    // The server gives up on the connection: reading now finds it closed
-    // after what it had written, within the test's bound.
+    // Still without reading for several write timeouts (reading would
+    // unstick a server that had not yet given up), then the server has
+    // given up on the connection: reading finds it closed after what it
+    // had written, within the test's bound.
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let closed = tokio::time::timeout(std::time::Duration::from_secs(30), async {
         let mut buf = vec![0u8; 1 << 16];
         loop {
