@@ -78,6 +78,53 @@ pub struct TrayResult {
     /// PUBLIC `createStatus` per second with them, and tray events per second.
     pub public_with: f64,
     pub public_tray_events: f64,
+    /// CPU per FRIENDS post without subscribers, then with them.
+    pub cpu_without: PostCpu,
+    pub cpu_with: PostCpu,
+}
+
+/// Microseconds of CPU per posted status, by whose they were: what a post
+/// costs the server side, apart from the harness that shares the cores.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PostCpu {
+    /// The ephemera instances together.
+    pub servers: f64,
+    /// Every `postgres` process (zero on SQLite).
+    pub database: f64,
+    /// This harness: the posting clients and, with them, the subscribers.
+    pub harness: f64,
+}
+
+impl PostCpu {
+    /// The server side's: the instances' and the database's.
+    pub fn server_side(&self) -> f64 {
+        self.servers + self.database
+    }
+}
+
+/// Posting throughput through `poster` for `audience`, with what each post
+/// cost in CPU on each side.
+async fn metered(
+    opts: &Opts,
+    servers: &[Server],
+    poster: &Poster<'_>,
+    audience: &str,
+) -> (f64, PostCpu) {
+    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+    let with_db = servers.iter().any(|s| s.postgres);
+    let instances = crate::cpu::Meter::start(pids, with_db);
+    let harness = crate::cpu::Meter::start(vec![std::process::id()], false);
+    let started = Instant::now();
+    let rate = poster.closed_loop(opts, audience).await;
+    let posts = (rate * started.elapsed().as_secs_f64()).round() as u64;
+    let (all, servers) = instances.micros_per(posts);
+    let (harness, _) = harness.micros_per(posts);
+    let cpu = PostCpu {
+        servers,
+        database: all - servers,
+        harness,
+    };
+    (rate, cpu)
 }
 
 /// Runs every step on `bench`'s database.
@@ -228,9 +275,11 @@ async fn tray(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
+    let (friends_without, cpu_without) = metered(opts, servers, poster, "FRIENDS").await;
     let mut result = TrayResult {
         subscribers: n,
-        friends_without: poster.closed_loop(opts, "FRIENDS").await,
+        friends_without,
+        cpu_without,
         ..TrayResult::default()
     };
     let told = Arc::new(AtomicU64::new(0));
@@ -259,7 +308,7 @@ async fn tray(
         (told.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
     };
     let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
-    result.friends_with = poster.closed_loop(opts, "FRIENDS").await;
+    (result.friends_with, result.cpu_with) = metered(opts, servers, poster, "FRIENDS").await;
     result.friends_tray_events = rate(before, started);
     let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
     result.public_with = poster.closed_loop(opts, "PUBLIC").await;

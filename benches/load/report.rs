@@ -352,6 +352,29 @@ impl Report {
                 t.public_tray_events,
             );
         }
+        out.push_str(
+            "\nCPU per FRIENDS post, µs, without the subscribers → with them (read from `/proc`; \
+             the server side is the instances and PostgreSQL, the harness its posting clients and subscribers; \
+             server-side without / with is the posting ratio the server alone would reach on cores of its own):\n\n\
+             | db | ephemera | PostgreSQL | harness | server side | server side without / with |\n\
+             |---|---:|---:|---:|---:|---:|\n",
+        );
+        for (db, e) in &self.events {
+            let (a, b) = (&e.tray.cpu_without, &e.tray.cpu_with);
+            let _ = writeln!(
+                out,
+                "| {db} | {:.0} → {:.0} | {:.0} → {:.0} | {:.0} → {:.0} | {:.0} → {:.0} | {:.2} |",
+                a.servers,
+                b.servers,
+                a.database,
+                b.database,
+                a.harness,
+                b.harness,
+                a.server_side(),
+                b.server_side(),
+                a.server_side() / b.server_side().max(f64::MIN_POSITIVE),
+            );
+        }
 
         out.push_str(
             "\n### Purge of expired statuses, each with a media row\n\n\
