@@ -46,6 +46,7 @@ mod m20261202_000006_safety;
 mod m20261202_000007_events;
 mod m20261202_000008_limits;
 mod m20261202_000009_people;
+mod m20261207_000010_accepted_friends;
 
 /// The ordered list of migrations.
 pub struct Migrator;
@@ -63,6 +64,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000007_events::Migration),
             Box::new(m20261202_000008_limits::Migration),
             Box::new(m20261202_000009_people::Migration),
+            Box::new(m20261207_000010_accepted_friends::Migration),
         ]
     }
 }
