@@ -330,15 +330,29 @@ pub fn phase_query(
     dialect: Dialect,
 ) -> Option<Sql> {
     let walk = search.walk_word()?;
-    let mut candidates = Sql::new("SELECT w.word, w.user_id FROM ");
-    candidates = match (phase, viewer) {
-        (FRIENDS, Some(v)) => candidates
-            .push("(")
-            .append(friend_ids(v))
-            .push(") f JOIN user_words w ON w.user_id = f.fid WHERE "),
-        _ => candidates.push("user_words w WHERE "),
+    let mut candidates = match (phase, viewer) {
+        // Driven from the friends, each with the first of their words in
+        // the range (one probe of `(user_id, word)` a friend, fenced so
+        // that it is made once): joined instead, PostgreSQL hashed the
+        // friends and read the whole range of a common word (100,000 rows
+        // for `user` at 100,000 accounts: 40 ms, not 1).
+        (FRIENDS, Some(v)) => Sql::new(
+            "WITH fw AS MATERIALIZED (SELECT f.fid AS user_id, \
+             (SELECT MIN(m.word) FROM user_words m WHERE m.user_id = f.fid AND ",
+        )
+        .append(begins("m.word", walk, dialect))
+        .push(") AS word FROM (")
+        .append(friend_ids(v))
+        .push(") f) SELECT fw.word, fw.user_id FROM fw WHERE fw.word IS NOT NULL"),
+        _ => Sql::new("SELECT w.word, w.user_id FROM user_words w WHERE ")
+            .append(begins("w.word", walk, dialect)),
     };
-    candidates = candidates.append(begins("w.word", walk, dialect));
+    // The candidates' alias: the friends' words, or the index itself.
+    let w = if phase == FRIENDS && viewer.is_some() {
+        "fw"
+    } else {
+        "w"
+    };
     if let Some(after) = after {
         // The position of `after`: its first word in the range.
         let at = || {
@@ -351,15 +365,15 @@ pub fn phase_query(
                 .push(")")
         };
         candidates = candidates
-            .push(" AND w.word >= ")
+            .push(&format!(" AND {w}.word >= "))
             .append(at())
-            .push(" AND (w.word > ")
+            .push(&format!(" AND ({w}.word > "))
             .append(at())
-            .push(" OR w.user_id > ")
+            .push(&format!(" OR {w}.user_id > "))
             .append(dialect.opaque_bigint(after))
             .push(")");
     }
-    candidates = candidates.push(&format!(" ORDER BY w.word, w.user_id LIMIT {SCAN}"));
+    candidates = candidates.push(&format!(" ORDER BY {w}.word, {w}.user_id LIMIT {SCAN}"));
     let mut sql = Sql::new(&format!(
         "SELECT {PROFILE_COLUMNS}, CAST({phase} AS BIGINT) AS phase, c.word FROM ("
     ))
