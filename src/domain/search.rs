@@ -330,28 +330,31 @@ pub fn phase_query(
     dialect: Dialect,
 ) -> Option<Sql> {
     let walk = search.walk_word()?;
-    let mut candidates = match (phase, viewer) {
+    // The candidates, and their alias: the friends' words, each a user's
+    // first in the range; or the index itself, where a user with several
+    // words in the range is met once per word.
+    let (w, mut candidates) = match (phase, viewer) {
         // Driven from the friends, each with the first of their words in
         // the range (one probe of `(user_id, word)` a friend, fenced so
         // that it is made once): joined instead, PostgreSQL hashed the
         // friends and read the whole range of a common word (100,000 rows
         // for `user` at 100,000 accounts: 40 ms, not 1).
-        (FRIENDS, Some(v)) => Sql::new(
-            "WITH fw AS MATERIALIZED (SELECT f.fid AS user_id, \
-             (SELECT MIN(m.word) FROM user_words m WHERE m.user_id = f.fid AND ",
-        )
-        .append(begins("m.word", walk, dialect))
-        .push(") AS word FROM (")
-        .append(friend_ids(v))
-        .push(") f) SELECT fw.word, fw.user_id FROM fw WHERE fw.word IS NOT NULL"),
-        _ => Sql::new("SELECT w.word, w.user_id FROM user_words w WHERE ")
-            .append(begins("w.word", walk, dialect)),
-    };
-    // The candidates' alias: the friends' words, or the index itself.
-    let w = if phase == FRIENDS && viewer.is_some() {
-        "fw"
-    } else {
-        "w"
+        (FRIENDS, Some(v)) => (
+            "fw",
+            Sql::new(
+                "WITH fw AS MATERIALIZED (SELECT f.fid AS user_id, \
+                 (SELECT MIN(m.word) FROM user_words m WHERE m.user_id = f.fid AND ",
+            )
+            .append(begins("m.word", walk, dialect))
+            .push(") AS word FROM (")
+            .append(friend_ids(v))
+            .push(") f) SELECT fw.word, fw.user_id FROM fw WHERE fw.word IS NOT NULL"),
+        ),
+        _ => (
+            "w",
+            Sql::new("SELECT w.word, w.user_id FROM user_words w WHERE ")
+                .append(begins("w.word", walk, dialect)),
+        ),
     };
     if let Some(after) = after {
         // The position of `after`: its first word in the range.
@@ -378,13 +381,15 @@ pub fn phase_query(
         "SELECT {PROFILE_COLUMNS}, CAST({phase} AS BIGINT) AS phase, c.word FROM ("
     ))
     .append(candidates)
-    .push(
-        ") c JOIN users u ON u.id = c.user_id WHERE NOT EXISTS (\
-             SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ",
-    )
-    .append(begins("d.word", walk, dialect))
-    .push(" AND d.word < c.word) AND ")
-    .append(has_others(search, "c.user_id", dialect));
+    .push(") c JOIN users u ON u.id = c.user_id WHERE ");
+    if w == "w" {
+        // Each user once, at their first word in the range.
+        sql = sql
+            .push("NOT EXISTS (SELECT 1 FROM user_words d WHERE d.user_id = c.user_id AND ")
+            .append(begins("d.word", walk, dialect))
+            .push(" AND d.word < c.word) AND ");
+    }
+    sql = sql.append(has_others(search, "c.user_id", dialect));
     if let (OTHERS, Some(v)) = (phase, viewer) {
         // The viewer's friends were the first phase: read once, not per row.
         sql = sql
