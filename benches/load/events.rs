@@ -70,17 +70,42 @@ pub struct EventsResult {
 #[derive(Clone, Debug, Default)]
 pub struct TrayResult {
     pub subscribers: usize,
-    /// FRIENDS `createStatus` per second with none attached, then with them.
+    /// FRIENDS `createStatus` per second with none attached (before they
+    /// attach, and again after they left), then with them.
     pub friends_without: f64,
+    pub friends_without_after: f64,
     pub friends_with: f64,
     /// Tray events told per second during the FRIENDS run.
     pub friends_tray_events: f64,
     /// PUBLIC `createStatus` per second with them, and tray events per second.
     pub public_with: f64,
     pub public_tray_events: f64,
-    /// CPU per FRIENDS post without subscribers, then with them.
+    /// CPU per FRIENDS post without subscribers (before, after), then
+    /// with them.
     pub cpu_without: PostCpu,
+    pub cpu_without_after: PostCpu,
     pub cpu_with: PostCpu,
+}
+
+impl TrayResult {
+    /// Posting with the subscribers against without them, the "without"
+    /// being the mean of the runs before and after (so that the machine
+    /// speeding up or slowing down over the step weighs on neither side).
+    pub fn ratio(&self) -> f64 {
+        let without = (self.friends_without + self.friends_without_after) / 2.0;
+        self.friends_with / without.max(f64::MIN_POSITIVE)
+    }
+
+    /// CPU per post without the subscribers: the mean of before and after.
+    pub fn cpu_without_mean(&self) -> PostCpu {
+        let (a, b) = (&self.cpu_without, &self.cpu_without_after);
+        PostCpu {
+            servers: (a.servers + b.servers) / 2.0,
+            database: (a.database + b.database) / 2.0,
+            harness: (a.harness + b.harness) / 2.0,
+            statements: (a.statements + b.statements) / 2.0,
+        }
+    }
 }
 
 /// Microseconds of CPU per posted status, by whose they were: what a post
@@ -93,6 +118,10 @@ pub struct PostCpu {
     pub database: f64,
     /// This harness: the posting clients and, with them, the subscribers.
     pub harness: f64,
+    /// SQL statements the instances ran per post (their pools' and the
+    /// change log's: the posts', the readers' and any catch-up's), a count
+    /// that does not move with the machine's speed.
+    pub statements: f64,
 }
 
 impl PostCpu {
@@ -112,17 +141,27 @@ async fn metered(
 ) -> (f64, PostCpu) {
     let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
     let with_db = servers.iter().any(|s| s.postgres);
+    let statements = || async {
+        let mut n = 0.0;
+        for s in servers {
+            n += s.metric("ephemera_db_statements_total").await;
+            n += s.metric("ephemera_event_log_statements_total").await;
+        }
+        n
+    };
+    let before = statements().await;
     let instances = crate::cpu::Meter::start(pids, with_db);
     let harness = crate::cpu::Meter::start(vec![std::process::id()], false);
     let started = Instant::now();
     let rate = poster.closed_loop(opts, audience).await;
     let posts = (rate * started.elapsed().as_secs_f64()).round() as u64;
-    let (all, servers) = instances.micros_per(posts);
+    let (all, servers_cpu) = instances.micros_per(posts);
     let (harness, _) = harness.micros_per(posts);
     let cpu = PostCpu {
-        servers,
-        database: all - servers,
+        servers: servers_cpu,
+        database: all - servers_cpu,
         harness,
+        statements: (statements().await - before) / posts.max(1) as f64,
     };
     (rate, cpu)
 }
@@ -149,97 +188,100 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
         next: AtomicU64::new(0),
     };
 
-    // Idle: the readers poll.
-    result.idle_log_per_s = log_rate(&servers, opts.duration(), async {}).await;
-
-    // At a fixed rate: what the readers read then.
-    let rate = if bench.db == Db::Postgres {
-        1_000.0
-    } else {
-        200.0
-    };
-    result.rate_asked = rate;
-    let posted = AtomicU64::new(0);
-    result.loaded_log_per_s = log_rate(
-        &servers,
-        opts.duration(),
-        poster.open_loop(rate, opts.duration(), &posted),
-    )
-    .await;
-    result.rate_reached = posted.load(Ordering::Relaxed) as f64 / opts.seconds;
-
-    result.posts_without = poster.closed_loop(opts, "FRIENDS").await;
-
-    // The subscribers, spread over the instances.
     let n = opts.subscribers.iter().copied().max().unwrap_or(0);
     result.subscribers = n;
-    let (tx, mut rx) = mpsc::unbounded_channel::<Delivery>();
-    let subscribed = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(Semaphore::new(CONNECTING));
-    let mut tasks = Vec::new();
-    for i in 0..n {
-        let permit = gate.clone().acquire_owned().await.expect("gate");
-        let url = format!("ws://{}/graphql", servers[i % instances].addr);
-        let (tx, subscribed) = (tx.clone(), subscribed.clone());
-        tasks.push(tokio::spawn(async move {
-            subscriber(&url, tx, subscribed, permit).await;
-        }));
-    }
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let mut open = 0;
-        for s in &servers {
-            open += s.metric("ephemera_subscribers").await as usize;
-        }
-        if subscribed.load(Ordering::SeqCst) >= n && open >= n {
-            break;
-        }
-        assert!(Instant::now() < deadline, "subscribers did not all connect");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // `--skip delivery` leaves out all but the live tray.
+    if opts.runs("delivery") {
+        // Idle: the readers poll.
+        result.idle_log_per_s = log_rate(&servers, opts.duration(), async {}).await;
 
-    // Delivery across instances: each status posted through the next one.
-    let http = reqwest::Client::new();
-    let mut latencies = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("hist");
-    let token = format!("Bearer {}", bench.token(1));
-    for event in 1..=EVENTS {
-        let url = &poster.urls[event as usize % instances];
-        let sent = Instant::now();
-        let caption = format!("bench-event-{}", 1_000_000 + event);
-        poster
-            .post(&http, url, &token, &caption, "PUBLIC", &AtomicU64::new(0))
-            .await;
-        let deadline = sent + Duration::from_secs(30);
-        let mut got = 0;
-        while got < n {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some((e, at))) if e == 1_000_000 + event => {
-                    got += 1;
-                    let us = u64::try_from((at - sent).as_micros()).unwrap_or(u64::MAX);
-                    latencies.saturating_record(us);
-                }
-                Ok(Some(_)) => {}
-                Ok(None) | Err(_) => break,
+        // At a fixed rate: what the readers read then.
+        let rate = if bench.db == Db::Postgres {
+            1_000.0
+        } else {
+            200.0
+        };
+        result.rate_asked = rate;
+        let posted = AtomicU64::new(0);
+        result.loaded_log_per_s = log_rate(
+            &servers,
+            opts.duration(),
+            poster.open_loop(rate, opts.duration(), &posted),
+        )
+        .await;
+        result.rate_reached = posted.load(Ordering::Relaxed) as f64 / opts.seconds;
+
+        result.posts_without = poster.closed_loop(opts, "FRIENDS").await;
+
+        // The subscribers, spread over the instances.
+        let (tx, mut rx) = mpsc::unbounded_channel::<Delivery>();
+        let subscribed = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(Semaphore::new(CONNECTING));
+        let mut tasks = Vec::new();
+        for i in 0..n {
+            let permit = gate.clone().acquire_owned().await.expect("gate");
+            let url = format!("ws://{}/graphql", servers[i % instances].addr);
+            let (tx, subscribed) = (tx.clone(), subscribed.clone());
+            tasks.push(tokio::spawn(async move {
+                subscriber(&url, tx, subscribed, permit).await;
+            }));
+        }
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let mut open = 0;
+            for s in &servers {
+                open += s.metric("ephemera_subscribers").await as usize;
             }
+            if subscribed.load(Ordering::SeqCst) >= n && open >= n {
+                break;
+            }
+            assert!(Instant::now() < deadline, "subscribers did not all connect");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        result.delivered += got as u64;
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    result.expected = n as u64 * u64::from(EVENTS);
-    let ms = |q: f64| latencies.value_at_quantile(q) as f64 / 1000.0;
-    result.p50_ms = ms(0.5);
-    result.p99_ms = ms(0.99);
-    result.max_ms = latencies.max() as f64 / 1000.0;
+        tokio::time::sleep(Duration::from_secs(1)).await;
 
-    // Throughput with them attached (what they receive is drained, not timed).
-    let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
-    result.posts_with = poster.closed_loop(opts, "FRIENDS").await;
-    result.posts_to_all = poster.closed_loop(opts, "PUBLIC").await;
-    for t in tasks {
-        t.abort();
+        // Delivery across instances: each status posted through the next one.
+        let http = reqwest::Client::new();
+        let mut latencies = Histogram::<u64>::new_with_bounds(1, 120_000_000, 3).expect("hist");
+        let token = format!("Bearer {}", bench.token(1));
+        for event in 1..=EVENTS {
+            let url = &poster.urls[event as usize % instances];
+            let sent = Instant::now();
+            let caption = format!("bench-event-{}", 1_000_000 + event);
+            poster
+                .post(&http, url, &token, &caption, "PUBLIC", &AtomicU64::new(0))
+                .await;
+            let deadline = sent + Duration::from_secs(30);
+            let mut got = 0;
+            while got < n {
+                match tokio::time::timeout_at(deadline, rx.recv()).await {
+                    Ok(Some((e, at))) if e == 1_000_000 + event => {
+                        got += 1;
+                        let us = u64::try_from((at - sent).as_micros()).unwrap_or(u64::MAX);
+                        latencies.saturating_record(us);
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => break,
+                }
+            }
+            result.delivered += got as u64;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        result.expected = n as u64 * u64::from(EVENTS);
+        let ms = |q: f64| latencies.value_at_quantile(q) as f64 / 1000.0;
+        result.p50_ms = ms(0.5);
+        result.p99_ms = ms(0.99);
+        result.max_ms = latencies.max() as f64 / 1000.0;
+
+        // Throughput with them attached (what they receive is drained, not timed).
+        let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+        result.posts_with = poster.closed_loop(opts, "FRIENDS").await;
+        result.posts_to_all = poster.closed_loop(opts, "PUBLIC").await;
+        for t in tasks {
+            t.abort();
+        }
+        drain.abort();
     }
-    drain.abort();
     result.tray = tray(bench, opts, &servers, &poster, n).await;
     result.errors = errors.load(Ordering::Relaxed);
     eprintln!("  {result:?}");
@@ -316,6 +358,17 @@ async fn tray(
     for t in tasks {
         t.abort();
     }
+    // Without them again, once they have all left.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open().await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the tray subscribers did not leave"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (result.friends_without_after, result.cpu_without_after) =
+        metered(opts, servers, poster, "FRIENDS").await;
     result
 }
 

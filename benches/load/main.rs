@@ -126,7 +126,8 @@ pub struct Opts {
     /// Sign-in attempts a second the attack part's flood sends, in all.
     #[arg(long, default_value_t = 500.0)]
     pub attack_flood_rate: f64,
-    /// Leave out parts: any of floor, http, plain, peer, subs, events, purge, attack, start.
+    /// Leave out parts: any of floor, http, plain, peer, subs, events, purge, attack, start;
+    /// `delivery` leaves out all of `events` but the live tray.
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Only the queries whose name contains one of these (e.g.

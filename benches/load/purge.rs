@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use crate::seed::{BIN, Bench};
+use crate::seed::{Bench, bin};
 
 /// Both ways of draining the expired statuses.
 #[derive(Clone, Debug, Default)]
@@ -30,7 +30,7 @@ const EXPIRED: &str = "SELECT COUNT(*) FROM statuses WHERE caption LIKE 'expired
 pub async fn measure(bench: &mut Bench, rows: u64, batch: u64, workers: u32) -> PurgeResult {
     bench.seed_expired(rows).await;
     let started = Instant::now();
-    let out = std::process::Command::new(BIN)
+    let out = std::process::Command::new(bin())
         .args(["jobs", "run", "status-purge"])
         .envs(bench.server_env())
         .env("EPHEMERA_STATUS_PURGE_BATCH", batch.to_string())

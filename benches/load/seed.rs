@@ -32,8 +32,12 @@ use crate::Opts;
 pub const BENCH_PASSWORD: &str = "benchmark-password";
 
 pub const SECRET: &str = "benchmark-secret-benchmark-secret-0123456789";
-/// Where the server binary under test is.
-pub const BIN: &str = env!("CARGO_BIN_EXE_ephemera");
+/// The server binary under test: `EPHEMERA_BENCH_BIN` if set (another
+/// build, to compare two builds in alternating runs of one harness), else
+/// the one cargo built with the harness.
+pub fn bin() -> std::ffi::OsString {
+    std::env::var_os("EPHEMERA_BENCH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_ephemera").into())
+}
 
 const HOUR_MS: i64 = 3_600_000;
 /// Id offsets, so the seeded kinds of rows never collide.
@@ -117,7 +121,7 @@ impl Bench {
                 (with_database(&opts.pg_url, &name), Some((admin, name)))
             }
         };
-        let status = std::process::Command::new(BIN)
+        let status = std::process::Command::new(bin())
             .arg("migrate")
             .env("DATABASE_URL", &url)
             .env("EPHEMERA_DATA_DIR", dir.join("data"))

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::process::{Child, Command};
 
-use crate::seed::{BIN, Bench, SECRET};
+use crate::seed::{Bench, SECRET, bin};
 
 /// A running server.
 pub struct Server {
@@ -34,7 +34,7 @@ impl Bench {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
         let log = self.dir.join(format!("server-{port}.log"));
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin());
         cmd.arg("serve")
             .envs(self.server_env())
             .env("EPHEMERA_LISTEN", &addr)
