@@ -19,12 +19,21 @@ pub use crate::state::AppState;
 use crate::{graphql, http, jobs};
 
 /// The rules the event bus decides with: `domain::live` on this state's
-/// database, at its clock's time.
+/// database, at its clock's time; the reader's pages with the circles of
+/// friends it keeps from one page to the next (`live::Circles`).
 fn decide(state: &AppState) -> Decide {
     let (db, clock) = (state.db.clone(), state.clock.clone());
+    let circles = Arc::new(tokio::sync::Mutex::new(live::Circles::default()));
     Arc::new(move |events, asked| {
-        let (db, now) = (db.clone(), clock.now());
-        Box::pin(async move { live::admit(&db, &events, &asked, now).await })
+        let (db, now, circles) = (db.clone(), clock.now(), circles.clone());
+        Box::pin(async move {
+            if asked.reader {
+                let mut circles = circles.lock().await;
+                live::admit(&db, &events, &asked, now, Some(&mut circles)).await
+            } else {
+                live::admit(&db, &events, &asked, now, None).await
+            }
+        })
     })
 }
 

@@ -10,7 +10,6 @@
 //! | [`lock_first`](Dialect::lock_first) | no statement (the first write locks) | `SELECT ... FOR UPDATE` |
 //! | [`in_claimed`](Dialect::in_claimed) | `IN (claim)` | `= ANY(ARRAY(claim))` |
 //! | [`bound_rows`](Dialect::bound_rows), [`in_bound`](Dialect::in_bound) | `VALUES` rows, `IN (?, ...)` | `unnest` of arrays, `= ANY(array)` |
-//! | [`in_set`](Dialect::in_set) | `IN (SELECT value FROM json_each(?))` | `IN (SELECT unnest(array))` |
 //! | [`opaque_bigint`](Dialect::opaque_bigint), [`opaque_text`](Dialect::opaque_text) | the value | `(SELECT $n::bigint)`, `(SELECT $n::text)`, unseen by the planner |
 //! | [`writers`](Dialect::writers) | 1 | as many as asked |
 //! | [`writable_ctes`](Dialect::writable_ctes) | no | `WITH x AS (DELETE ...)` |
@@ -273,28 +272,6 @@ impl Dialect {
                 .bind(column.pg_array().0)
                 .push(" AS bigint[]))"),
             Dialect::Sqlite => Sql::new(" IN (").list(ids.iter().copied()).push(")"),
-        }
-    }
-
-    /// The condition that a bigint is among `ids`, however many, tested by
-    /// hashing: a set of one bound value, gathered once per statement and
-    /// probed per row, for rows fenced off from the planner (a
-    /// `MATERIALIZED` table) that it would otherwise walk the set to drive.
-    /// PostgreSQL `IN (SELECT unnest(...))` of one array (a hash join: its
-    /// `= ANY` of a bound array compares element by element, 17,500 rows by
-    /// 3,334 viewers in 370 ms); SQLite `IN (SELECT value FROM json_each(?))`
-    /// (an ephemeral index; one bind, never the bound variables' limit).
-    pub fn in_set(self, ids: &[i64]) -> Sql {
-        match self {
-            Dialect::Postgres => Sql::new(" IN (SELECT unnest(CAST(")
-                .bind(Column::BigInt(ids).pg_array().0)
-                .push(" AS bigint[])))"),
-            Dialect::Sqlite => {
-                let list: Vec<String> = ids.iter().map(i64::to_string).collect();
-                Sql::new(" IN (SELECT value FROM json_each(")
-                    .bind(format!("[{}]", list.join(",")))
-                    .push("))")
-            }
         }
     }
 
@@ -741,22 +718,6 @@ mod tests {
         assert_eq!(Postgres.index_hint("i"), "");
         assert_eq!(Sqlite.join_in_written_order(), "CROSS JOIN");
         assert_eq!(Postgres.join_in_written_order(), "JOIN");
-    }
-
-    #[test]
-    fn a_set_is_one_bound_value() {
-        let pg = Postgres.in_set(&[3, -4]).build(Postgres);
-        assert_eq!(pg.sql, " IN (SELECT unnest(CAST($1 AS bigint[])))");
-        assert_eq!(
-            pg.values.map(|v| v.0),
-            Some(vec![Value::from("{3,-4}".to_owned())])
-        );
-        let lite = Sqlite.in_set(&[3, -4]).build(Sqlite);
-        assert_eq!(lite.sql, " IN (SELECT value FROM json_each(?1))");
-        assert_eq!(
-            lite.values.map(|v| v.0),
-            Some(vec![Value::from("[3,-4]".to_owned())])
-        );
     }
 
     #[test]

@@ -44,16 +44,30 @@ const VIEWER_CHUNK: usize = 1000;
 
 /// Decides, for each of `events`, which of the viewers `asked` (0:
 /// anonymous) hear of it at `now`, and reads the statuses and moments they
-/// show, and the tray entries they change for those told them.
+/// show, and the tray entries they change for those told them. `circles`,
+/// the reader's (kept from page to page), answers who among the asked are
+/// the authors' friends when they are more than a catch-up's [`FEW`].
 pub async fn admit<C: ConnectionTrait>(
     db: &C,
     events: &[LogEvent],
     asked: &Asked,
     now: Millis,
+    circles: Option<&mut Circles>,
 ) -> AppResult<Admitted> {
     let trays_for = &asked.trays;
+    let circles = match circles {
+        Some(c) if signed_in(&asked.viewers) > FEW => {
+            c.follow(db, events, &asked.viewers).await?;
+            Some(&*c)
+        }
+        Some(c) => {
+            // Decided from the database alone: what is kept would go stale.
+            *c = Circles::default();
+            None
+        }
+        None => None,
+    };
     let asked = &*asked.viewers;
-    let viewers: Vec<i64> = asked.iter().copied().collect();
     let every = vec![true; events.len()];
     let created = subjects(events, &every, &[Kind::StatusCreated]);
     let seen = subjects(events, &every, &[Kind::StatusSeen]);
@@ -69,13 +83,11 @@ pub async fn admit<C: ConnectionTrait>(
                 .map(|e| (e.author, e.audience.clone())),
         )
     };
-    let seers: Vec<i64> = events
+    let seers: HashSet<i64> = events
         .iter()
         .filter(|e| e.kind == Kind::StatusSeen)
         .filter_map(|e| e.viewer)
         .filter(|v| asked.contains(v))
-        .collect::<HashSet<_>>()
-        .into_iter()
         .collect();
 
     // The live statuses and moments the events show, read once: who may
@@ -110,15 +122,30 @@ pub async fn admit<C: ConnectionTrait>(
     let seen_pairs = distinct(seen.iter().filter_map(status_pair));
     let moment_pairs = distinct(moments.iter().filter_map(moment_pair));
 
-    let created_for = readers(db, Shown::Status, &created_pairs, &viewers, Reach::List).await?;
+    let all = Readers {
+        viewers: asked,
+        circles,
+    };
+    let seers = Readers {
+        viewers: &seers.into_iter().collect(),
+        circles: None,
+    };
+    let created_for = readers(db, Shown::Status, &created_pairs, &all, Reach::List).await?;
     let seen_for = readers(db, Shown::Status, &seen_pairs, &seers, Reach::Direct).await?;
-    let moments_for = readers(db, Shown::Moment, &moment_pairs, &viewers, Reach::List).await?;
-    let status_gone_for = readers(db, Shown::Status, &gone(false), &viewers, Reach::List).await?;
-    let moment_gone_for = readers(db, Shown::Moment, &gone(true), &viewers, Reach::List).await?;
+    let moments_for = readers(db, Shown::Moment, &moment_pairs, &all, Reach::List).await?;
+    let status_gone_for = readers(db, Shown::Status, &gone(false), &all, Reach::List).await?;
+    let moment_gone_for = readers(db, Shown::Moment, &gone(true), &all, Reach::List).await?;
 
     // An account gone: its one event is for everyone asked, or for the one
     // friend it names; in every scope (it only evicts).
-    let everyone: HashMap<i64, bool> = viewers.iter().map(|&v| (v, true)).collect();
+    let everyone: HashMap<i64, bool> = if events
+        .iter()
+        .any(|e| e.kind == Kind::AuthorGone && e.viewer.is_none())
+    {
+        asked.iter().map(|&v| (v, true)).collect()
+    } else {
+        HashMap::new()
+    };
     let one_of: HashMap<i64, HashMap<i64, bool>> = events
         .iter()
         .filter(|e| {
@@ -425,10 +452,22 @@ impl Shown {
 }
 
 /// Signed-in viewers up to which the friends' arms walk those viewers'
-/// friendships with the authors (a catch-up decides for one); above, every
-/// friend of the authors is gathered and kept to the asked by a hashed set
-/// before the rule is asked.
+/// friendships with the authors in the database (a catch-up decides for
+/// one); above, the reader's [`Circles`] name each author's friends among
+/// them, and the rule is asked of those alone.
 const FEW: usize = 64;
+
+/// Viewers asked about, and who among them are whose friends when the
+/// reader asks for many ([`Circles`]).
+struct Readers<'a> {
+    viewers: &'a HashSet<i64>,
+    circles: Option<&'a Circles>,
+}
+
+/// How many of `viewers` are signed in.
+fn signed_in(viewers: &HashSet<i64>) -> usize {
+    viewers.len() - usize::from(viewers.contains(&0))
+}
 
 #[derive(Debug, FromQueryResult)]
 struct AudienceRow {
@@ -438,26 +477,27 @@ struct AudienceRow {
     in_friends: bool,
 }
 
-/// Which of `viewers` may read content of each (author, audience) of
-/// `pairs` read this way (exclusions applied), and whether its author is
-/// theirs: the rule is asked per (pair, candidate), never per status or
-/// moment, so a page of one author's posts costs what one does. The
-/// candidates come first: for public content every viewer asked, a
+/// Which of the `asked` viewers may read content of each (author,
+/// audience) of `pairs` read this way (exclusions applied), and whether its
+/// author is theirs: the rule is asked per (pair, candidate), never per
+/// status or moment, so a page of one author's posts costs what one does.
+/// The candidates come first: for public content every viewer asked, a
 /// thousand per statement; for the rest only the author and their friends
-/// (a close friend is a friend) among those asked, found through the
-/// friendships' indexes in one statement whatever the number of viewers
-/// (see [`FEW`]). The pairs and the viewers
-/// are bound whole ([`Dialect::bound_rows`]): each statement's text is the
-/// same whatever their number, and is planned once.
+/// (a close friend is a friend) among those asked: the friends named by the
+/// reader's [`Circles`] (no friendship read but the rule's own), or, for a
+/// few viewers, found through the friendships' indexes. The pairs and the
+/// viewers are bound whole ([`Dialect::bound_rows`]): each statement's text
+/// is the same whatever their number, and is planned once.
 async fn readers<C: ConnectionTrait>(
     db: &C,
     shown: Shown,
     pairs: &[(i64, String)],
-    viewers: &[i64],
+    asked: &Readers<'_>,
     reach: Reach,
 ) -> AppResult<PairVerdicts> {
     let mut out = PairVerdicts::new();
-    if pairs.is_empty() || viewers.is_empty() {
+    let set = asked.viewers;
+    if pairs.is_empty() || set.is_empty() {
         return Ok(out);
     }
     let col = shown.audience();
@@ -502,17 +542,51 @@ async fn readers<C: ConnectionTrait>(
     };
     let public = pairs.iter().any(|(_, a)| a == "PUBLIC");
     let private = pairs.iter().any(|(_, a)| a != "PUBLIC");
-    let others: Vec<i64> = viewers.iter().copied().filter(|&v| v != 0).collect();
+    // The signed-in viewers, gathered only where they are bound.
+    let others = || -> Vec<i64> { set.iter().copied().filter(|&v| v != 0).collect() };
     let mut statements = Vec::new();
-    if public && viewers.contains(&0) {
+    if public && set.contains(&0) {
         statements.push(with_d().push(&format!(
             "SELECT d.author_id, d.{col} AS audience, CAST(0 AS BIGINT) AS viewer, 1 = 0 AS in_friends FROM d WHERE "
         )).append(shown.rule("d", Who::User(0), reach)));
     }
-    if private && others.len() <= FEW {
-        // A catch-up: the viewers' own friendships with the authors.
-        let among = |c: &str| Some(Sql::new(c).append(dialect.in_bound(&others)));
-        if !others.is_empty() {
+    match asked.circles {
+        Some(circles) if private => {
+            // An instance's subscribers: each author and the friends the
+            // circles name, as (author, audience, viewer) rows, then judged.
+            let mut rows = (Vec::new(), Vec::new(), Vec::new());
+            for (author, audience) in pairs.iter().filter(|(_, a)| a != "PUBLIC") {
+                let own = set.contains(author).then_some(author);
+                for &viewer in own.into_iter().chain(circles.hearers_of(*author)) {
+                    rows.0.push(*author);
+                    rows.1.push(audience.as_str());
+                    rows.2.push(viewer);
+                }
+            }
+            for start in (0..rows.0.len()).step_by(VIEWER_CHUNK) {
+                let end = (start + VIEWER_CHUNK).min(rows.0.len());
+                let candidates = dialect.bound_rows(
+                    "p",
+                    &[
+                        ("author_id", Column::BigInt(&rows.0[start..end])),
+                        (col, Column::Text(&rows.1[start..end])),
+                        ("viewer", Column::BigInt(&rows.2[start..end])),
+                    ],
+                );
+                statements.push(
+                    Sql::new(&format!(
+                        "WITH d AS (SELECT p.author_id, p.{col}, p.viewer FROM "
+                    ))
+                    .append(candidates)
+                    .push(") ")
+                    .append(arm("d", "d.viewer", false, None)),
+                );
+            }
+        }
+        _ if private && signed_in(set) > 0 => {
+            // A catch-up: the viewers' own friendships with the authors.
+            let others = others();
+            let among = |c: &str| Some(Sql::new(c).append(dialect.in_bound(&others)));
             statements.push(with_d().append(Sql::join(
                 [
                     arm("d", "d.author_id", false, among("d.author_id")),
@@ -532,33 +606,10 @@ async fn readers<C: ConnectionTrait>(
                 " UNION ALL ",
             )));
         }
-    } else if private {
-        // An instance's subscribers: every friend of the authors (`e`),
-        // kept to the asked by a hashed set (`k`), then judged, each step
-        // fenced off (`MATERIALIZED`) from the next. Unfenced, the planner
-        // drove from the set (one probe per viewer and author) or asked the
-        // rule of all 23,000 friends of a page's authors to keep the 800
-        // subscribed here (0.3-1 s a page).
-        let fenced = Sql::new(&format!(
-            ", e AS MATERIALIZED (SELECT d.author_id, d.{col}, f.high_id AS viewer FROM {} \
-             WHERE d.{col} <> 'PUBLIC' UNION ALL SELECT d.author_id, d.{col}, f.low_id FROM {} \
-             WHERE d.{col} <> 'PUBLIC'), \
-             k AS MATERIALIZED (SELECT e.author_id, e.{col}, e.viewer FROM e WHERE e.viewer",
-            friendships("low_id"),
-            friendships("high_id"),
-        ))
-        .append(dialect.in_set(&others))
-        .push(") ");
-        statements.push(with_d().append(fenced).append(Sql::join(
-            [
-                arm("d", "d.author_id", false, None),
-                arm("k d", "d.viewer", false, None),
-            ],
-            " UNION ALL ",
-        )));
+        _ => {}
     }
     if public {
-        for chunk in others.chunks(VIEWER_CHUNK) {
+        for chunk in others().chunks(VIEWER_CHUNK) {
             statements.push(with_d().append(arm(
                 "d CROSS JOIN users w",
                 "w.id",
@@ -567,16 +618,151 @@ async fn readers<C: ConnectionTrait>(
             )));
         }
     }
-    let asked: HashSet<i64> = viewers.iter().copied().collect();
     for sql in statements {
         let rows: Vec<AudienceRow> = db::fetch_all(db, sql).await?;
-        for r in rows.into_iter().filter(|r| asked.contains(&r.viewer)) {
+        for r in rows.into_iter().filter(|r| set.contains(&r.viewer)) {
             out.entry((r.author_id, r.audience))
                 .or_default()
                 .insert(r.viewer, r.in_friends);
         }
     }
     Ok(out)
+}
+
+#[derive(Debug, FromQueryResult)]
+struct FriendRow {
+    viewer: i64,
+    friend: i64,
+}
+
+/// The accepted friends of the viewers subscribed on one instance, kept in
+/// memory by its reader from page to page, and for each account the
+/// subscribed viewers it is a friend of: who may hear of an author's
+/// friends-only content is then looked up here, where the database read
+/// every friend of every author of a page on every instance (about 50 index
+/// rows a post per instance, to keep the few subscribed there).
+///
+/// Kept as fresh as the log: a viewer's friends are read when they first
+/// subscribe here, and read again after every `FriendshipChanged` event
+/// that names them (a request accepted, a friendship ended, a block),
+/// before the page holding it is decided; they are forgotten when the
+/// viewer's last subscription here ends. They only name candidates: the
+/// audience rule, friendship included, is still asked of each in the
+/// database at the time of the decision, so a friendship ended that the
+/// circles have not caught up with yet hears nothing. A friendship made
+/// after the page was read counts from the page that tells it (which also
+/// tells the new friend's tray entry).
+#[derive(Debug, Default)]
+pub struct Circles {
+    /// The viewers these were made for (the reader's snapshot, which is
+    /// made anew when subscriptions come or go).
+    made_for: Option<Arc<HashSet<i64>>>,
+    /// Per subscribed viewer: their accepted friends.
+    friends: HashMap<i64, Vec<i64>>,
+    /// Per account: the subscribed viewers who are its friends.
+    hearers: HashMap<i64, Vec<i64>>,
+}
+
+impl Circles {
+    /// The subscribed viewers who are `author`'s friends.
+    fn hearers_of(&self, author: i64) -> impl Iterator<Item = &i64> {
+        self.hearers.get(&author).into_iter().flatten()
+    }
+
+    /// Brings the circles up to `viewers` (0 aside) and to the friendships
+    /// `events` say changed; reads the friends of the viewers new here and
+    /// of those whose friendships changed, a thousand per statement. On a
+    /// failed read they are dropped whole (read again on the next page).
+    async fn follow<C: ConnectionTrait>(
+        &mut self,
+        db: &C,
+        events: &[LogEvent],
+        viewers: &Arc<HashSet<i64>>,
+    ) -> AppResult<()> {
+        let mut read: Vec<i64> = events
+            .iter()
+            .filter(|e| e.kind == Kind::FriendshipChanged)
+            .filter_map(|e| e.viewer)
+            .filter(|v| self.friends.contains_key(v))
+            .collect();
+        if !self
+            .made_for
+            .as_ref()
+            .is_some_and(|m| Arc::ptr_eq(m, viewers))
+        {
+            let left: Vec<i64> = self
+                .friends
+                .keys()
+                .copied()
+                .filter(|v| !viewers.contains(v))
+                .collect();
+            for v in left {
+                self.forget(v);
+            }
+            read.extend(
+                viewers
+                    .iter()
+                    .copied()
+                    .filter(|&v| v != 0 && !self.friends.contains_key(&v)),
+            );
+            self.made_for = Some(viewers.clone());
+        }
+        read.sort_unstable();
+        read.dedup();
+        for &v in &read {
+            self.forget(v);
+        }
+        match read_friends(db, &read).await {
+            Ok(rows) => {
+                for &v in &read {
+                    self.friends.insert(v, Vec::new());
+                }
+                for r in rows {
+                    self.friends.entry(r.viewer).or_default().push(r.friend);
+                    self.hearers.entry(r.friend).or_default().push(r.viewer);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                *self = Self::default();
+                Err(e)
+            }
+        }
+    }
+
+    /// Forgets `viewer`'s friends.
+    fn forget(&mut self, viewer: i64) {
+        for friend in self.friends.remove(&viewer).unwrap_or_default() {
+            if let Some(hearers) = self.hearers.get_mut(&friend) {
+                hearers.retain(|&h| h != viewer);
+                if hearers.is_empty() {
+                    self.hearers.remove(&friend);
+                }
+            }
+        }
+    }
+}
+
+/// The accepted friends of `viewers`, through the accepted friendships'
+/// indexes; a thousand viewers per statement, none for none.
+async fn read_friends<C: ConnectionTrait>(db: &C, viewers: &[i64]) -> AppResult<Vec<FriendRow>> {
+    let dialect = Dialect::of(db);
+    let mut rows = Vec::new();
+    for chunk in viewers.chunks(VIEWER_CHUNK) {
+        let side = |near: &str, far: &str| {
+            Sql::new(&format!(
+                "SELECT f.{near} AS viewer, f.{far} AS friend FROM friendships f WHERE f.{near}"
+            ))
+            .append(dialect.in_bound(chunk))
+            .push(" AND f.accepted_at IS NOT NULL")
+        };
+        let sql = Sql::join(
+            [side("low_id", "high_id"), side("high_id", "low_id")],
+            " UNION ALL ",
+        );
+        rows.extend(db::fetch_all::<FriendRow, C>(db, sql).await?);
+    }
+    Ok(rows)
 }
 
 /// The rows of `anonymous()` if the anonymous viewer (0) is among

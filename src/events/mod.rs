@@ -220,6 +220,10 @@ pub struct Asked {
     /// (`events`; `statusCreated` is not): the tray parts are read for
     /// these alone.
     pub trays: Arc<HashSet<i64>>,
+    /// Whether these are the instance's subscribers as its reader asks,
+    /// page after page (what the rules may keep between pages is kept for
+    /// these), not one subscriber catching up.
+    pub reader: bool,
 }
 
 /// Decides whom events are for among viewers: the domain's rules, given to
@@ -485,6 +489,7 @@ impl EventBus {
             r.viewers = Some(Asked {
                 viewers: Arc::new(viewers),
                 trays: Arc::new(trays),
+                reader: true,
             });
         }
         Snapshot {
@@ -679,6 +684,7 @@ impl EventBus {
             let alone = Asked {
                 viewers: Arc::new(HashSet::from([viewer])),
                 trays: Arc::new(if trays { HashSet::from([viewer]) } else { HashSet::new() }),
+                reader: false,
             };
             // From a cursor: what is in the log after it first. Without one,
             // the reader hands out what comes (or marks it behind, if it

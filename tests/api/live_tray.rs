@@ -27,6 +27,7 @@ both_backends!(
     events_applied_to_a_cached_tray_equal_a_refetch,
 );
 crate::both_backends_with!(many_sockets => many_subscribers_are_decided_as_few_are);
+crate::both_backends_with!(many_sockets => friends_made_and_unmade_while_many_listen_count_at_once);
 
 /// Room for more websockets from the tests' one address than a catch-up's few.
 fn many_sockets(c: &mut ephemera::config::Config) {
@@ -293,6 +294,80 @@ async fn many_subscribers_are_decided_as_few_are(app: &TestApp) {
         let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
         assert_eq!(author(&e), end.id, "friend {i}: {e}");
     }
+}
+
+/// With more subscribers on the instance than a catch-up's few, who are an
+/// author's friends is kept in memory between pages (`live::Circles`): a
+/// friendship accepted while both listen counts from the next post on, one
+/// ended counts at once (the removal told, the next friends' post unheard),
+/// and one made again counts again.
+async fn friends_made_and_unmade_while_many_listen_count_at_once(app: &TestApp) {
+    let ann = app.sign_up("ann").await;
+    let bob = app.sign_up("bob").await;
+    let end = app.sign_up("end").await;
+    let mut strangers = Vec::new();
+    for i in 0..64 {
+        strangers.push(app.sign_up(&format!("stranger{i}")).await);
+    }
+    let before = app.metric("ephemera_subscribers").await;
+    let mut own = listen(app, Some(&ann), json!({})).await;
+    let mut b = listen(app, Some(&bob), json!({})).await;
+    let mut s = Vec::new();
+    for u in &strangers {
+        s.push(listen(app, Some(u), json!({})).await);
+    }
+    let subscribed = 2 + strangers.len();
+    assert!(subscribed > 64, "more than a catch-up's few");
+    app.wait_for_metric("ephemera_subscribers", before + subscribed as u64)
+        .await;
+    let author = |e: &Value| e["entry"]["author"]["id"].as_str().unwrap_or("").to_owned();
+    // Heard by ann alone: bob is no friend yet.
+    app.post_status_to(&ann, "one", "FRIENDS").await;
+    let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"]["storyCount"], 1);
+
+    // Friends while listening: bob is told ann's entry, then her next post.
+    app.befriend(&ann, &bob).await;
+    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(
+        (author(&e), e["entry"]["storyCount"].clone()),
+        (ann.id.clone(), json!(1))
+    );
+    app.post_status_to(&ann, "two", "FRIENDS").await;
+    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
+    assert_eq!(e["entry"]["storyCount"], 2);
+    let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"]["storyCount"], 2);
+
+    // Unfriended: the entry is removed, and ann's next friends' post is
+    // not heard (the public post after it is bob's next tray event).
+    let remove = "mutation($u: ID!) { removeFriend(userId: $u) }";
+    app.ok(bob.token(), remove, json!({ "u": ann.id })).await;
+    let e = next_of(&mut b, "StoryTrayEntryRemovedEvent").await;
+    assert_eq!(e["entryId"], entry_id(Some(&bob), &ann));
+    app.post_status_to(&ann, "three", "FRIENDS").await;
+    let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"]["storyCount"], 3);
+    app.post_status(&end, "everyone").await;
+    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(author(&e), end.id, "{e}");
+    for ws in &mut s {
+        let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+        assert_eq!(author(&e), end.id, "{e}");
+    }
+
+    // Friends again: counted again.
+    app.befriend(&bob, &ann).await;
+    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(
+        (author(&e), e["entry"]["storyCount"].clone()),
+        (ann.id.clone(), json!(3))
+    );
+    app.post_status_to(&ann, "four", "FRIENDS").await;
+    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
+    assert_eq!(e["entry"]["storyCount"], 4);
 }
 
 /// Friendships, blocks and the lists tell a side its tray entry of the
