@@ -80,31 +80,19 @@ pub struct TrayResult {
     /// PUBLIC `createStatus` per second with them, and tray events per second.
     pub public_with: f64,
     pub public_tray_events: f64,
-    /// CPU per FRIENDS post without subscribers (before, after), then
-    /// with them.
+    /// CPU per FRIENDS post without subscribers (before they attach, after
+    /// they left), then with them.
     pub cpu_without: PostCpu,
     pub cpu_without_after: PostCpu,
     pub cpu_with: PostCpu,
 }
 
 impl TrayResult {
-    /// Posting with the subscribers against without them, the "without"
-    /// being the mean of the runs before and after (so that the machine
-    /// speeding up or slowing down over the step weighs on neither side).
+    /// Posting with the subscribers against without them (before they
+    /// attached: the run after they left has come out slower every time,
+    /// whatever the build, so it is shown, not averaged in).
     pub fn ratio(&self) -> f64 {
-        let without = (self.friends_without + self.friends_without_after) / 2.0;
-        self.friends_with / without.max(f64::MIN_POSITIVE)
-    }
-
-    /// CPU per post without the subscribers: the mean of before and after.
-    pub fn cpu_without_mean(&self) -> PostCpu {
-        let (a, b) = (&self.cpu_without, &self.cpu_without_after);
-        PostCpu {
-            servers: (a.servers + b.servers) / 2.0,
-            database: (a.database + b.database) / 2.0,
-            harness: (a.harness + b.harness) / 2.0,
-            statements: (a.statements + b.statements) / 2.0,
-        }
+        self.friends_with / self.friends_without.max(f64::MIN_POSITIVE)
     }
 }
 
@@ -301,22 +289,10 @@ async fn tray(
     poster: &Poster<'_>,
     n: usize,
 ) -> TrayResult {
-    let open = || async {
-        let mut open = 0;
-        for s in servers {
-            open += s.metric("ephemera_subscribers").await as usize;
-        }
-        open
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while open().await > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the anonymous subscribers did not leave"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let open = || open_on(servers);
+    until_left(servers, "anonymous").await;
     let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
+    settle(servers).await;
     let (friends_without, cpu_without) = metered(opts, servers, poster, "FRIENDS").await;
     let mut result = TrayResult {
         subscribers: n,
@@ -345,7 +321,7 @@ async fn tray(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    settle(servers).await;
     let rate = |before: u64, started: Instant| {
         (told.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
     };
@@ -359,17 +335,48 @@ async fn tray(
         t.abort();
     }
     // Without them again, once they have all left.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while open().await > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the tray subscribers did not leave"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_left(servers, "tray").await;
+    settle(servers).await;
     (result.friends_without_after, result.cpu_without_after) =
         metered(opts, servers, poster, "FRIENDS").await;
     result
+}
+
+/// Subscriptions open on `servers`, all together.
+async fn open_on(servers: &[Server]) -> usize {
+    let mut open = 0;
+    for s in servers {
+        open += s.metric("ephemera_subscribers").await as usize;
+    }
+    open
+}
+
+/// Waits (a minute at most) until no subscription is open on `servers`
+/// (`who`: which subscribers, for the message if they do not leave).
+async fn until_left(servers: &[Server], who: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while open_on(servers).await > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the {who} subscribers did not leave"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits (a minute at most) until the instances and the database have
+/// stopped working on what came before (a reader's backlog, connections
+/// opened or closed, autovacuum): under a tenth of a core for a second.
+async fn settle(servers: &[Server]) {
+    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+    let with_db = servers.iter().any(|s| s.postgres);
+    for _ in 0..60 {
+        let meter = crate::cpu::Meter::start(pids.clone(), with_db);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        if meter.micros_per(1).0 < 100_000.0 {
+            return;
+        }
+    }
 }
 
 /// The loopback address subscriber `i` of the live tray comes from

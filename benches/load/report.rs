@@ -332,7 +332,7 @@ impl Report {
         let _ = write!(
             out,
             "\n### The live tray: signed-in `events` subscribers, each told its tray entries\n\n\
-             Posts by the seeded accounts in turn, {} friends each; \"without\" is measured right before the subscribers attach and again after they left, and with / without is against the mean of the two.\n\n\
+             Posts by the seeded accounts in turn, {} friends each; \"without\" is measured right before the subscribers attach (with / without is against it) and again after they left, each once the instances and the database are quiet.\n\n\
              | db | instances | subscribers | FRIENDS createStatus/s without (before, after) | with them | with / without | tray events told/s | PUBLIC createStatus/s with them (every tray) | tray events told/s |\n\
              |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             opts.friends
@@ -354,14 +354,14 @@ impl Report {
             );
         }
         out.push_str(
-            "\nCPU per FRIENDS post, µs, without the subscribers (the mean of before and after) → with them (read from `/proc`; \
+            "\nCPU per FRIENDS post, µs, without the subscribers (before they attach) → with them (read from `/proc`; \
              the server side is the instances and PostgreSQL, the harness its posting clients and subscribers; \
              server-side without / with is the posting ratio the server alone would reach on cores of its own):\n\n\
              | db | ephemera | PostgreSQL | harness | server side | server side without / with | SQL statements a post |\n\
              |---|---:|---:|---:|---:|---:|---:|\n",
         );
         for (db, e) in &self.events {
-            let (a, b) = (&e.tray.cpu_without_mean(), &e.tray.cpu_with);
+            let (a, b) = (&e.tray.cpu_without, &e.tray.cpu_with);
             let _ = writeln!(
                 out,
                 "| {db} | {:.0} → {:.0} | {:.0} → {:.0} | {:.0} → {:.0} | {:.0} → {:.0} | {:.2} | {:.2} → {:.2} |",

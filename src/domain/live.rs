@@ -651,7 +651,10 @@ struct FriendRow {
 /// database at the time of the decision, so a friendship ended that the
 /// circles have not caught up with yet hears nothing. A friendship made
 /// after the page was read counts from the page that tells it (which also
-/// tells the new friend's tray entry).
+/// tells the new friend's tray entry). With 64 signed-in subscribers or
+/// fewer a page is decided from the database and the circles are dropped;
+/// while nobody is subscribed no page is decided, and what they hold (the
+/// friends of those who were) waits for the next one.
 #[derive(Debug, Default)]
 pub struct Circles {
     /// The viewers these were made for (the reader's snapshot, which is

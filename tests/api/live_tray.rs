@@ -328,15 +328,7 @@ async fn friends_made_and_unmade_while_many_listen_count_at_once(app: &TestApp) 
 
     // Friends while listening: bob is told ann's entry, then her next post.
     app.befriend(&ann, &bob).await;
-    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
-    assert_eq!(
-        (author(&e), e["entry"]["storyCount"].clone()),
-        (ann.id.clone(), json!(1))
-    );
-    app.post_status_to(&ann, "two", "FRIENDS").await;
-    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
-    assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
-    assert_eq!(e["entry"]["storyCount"], 2);
+    befriended_hears_next(app, &mut b, (&bob, &ann), 1).await;
     let e = next_of(&mut own, "StoryTrayEntryChangedEvent").await;
     assert_eq!(e["entry"]["storyCount"], 2);
 
@@ -359,15 +351,25 @@ async fn friends_made_and_unmade_while_many_listen_count_at_once(app: &TestApp) 
 
     // Friends again: counted again.
     app.befriend(&bob, &ann).await;
-    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
-    assert_eq!(
-        (author(&e), e["entry"]["storyCount"].clone()),
-        (ann.id.clone(), json!(3))
-    );
-    app.post_status_to(&ann, "four", "FRIENDS").await;
-    let e = next_of(&mut b, "StoryTrayEntryChangedEvent").await;
-    assert_eq!(e["entry"], entry_now(app, Some(&bob), &ann).await);
-    assert_eq!(e["entry"]["storyCount"], 4);
+    befriended_hears_next(app, &mut b, (&bob, &ann), 3).await;
+}
+
+/// After `viewer` and `author` became friends: `ws` (the viewer's) is told
+/// the author's entry with the `live` statuses it now sees, then, after
+/// the author's next friends' post, the entry as `storyTray` has it.
+async fn befriended_hears_next(
+    app: &TestApp,
+    ws: &mut WsClient,
+    (viewer, author): (&TestUser, &TestUser),
+    live: u64,
+) {
+    let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"]["author"]["id"], author.id.as_str());
+    assert_eq!(e["entry"]["storyCount"], live);
+    app.post_status_to(author, "next", "FRIENDS").await;
+    let e = next_of(ws, "StoryTrayEntryChangedEvent").await;
+    assert_eq!(e["entry"], entry_now(app, Some(viewer), author).await);
+    assert_eq!(e["entry"]["storyCount"], live + 1);
 }
 
 /// Friendships, blocks and the lists tell a side its tray entry of the
