@@ -216,11 +216,7 @@ pub async fn measure(bench: &Bench, opts: &Opts) -> EventsResult {
         }
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
-            let mut open = 0;
-            for s in &servers {
-                open += s.metric("ephemera_subscribers").await as usize;
-            }
-            if subscribed.load(Ordering::SeqCst) >= n && open >= n {
+            if subscribed.load(Ordering::SeqCst) >= n && open_on(&servers).await >= n {
                 break;
             }
             assert!(Instant::now() < deadline, "subscribers did not all connect");
@@ -289,7 +285,6 @@ async fn tray(
     poster: &Poster<'_>,
     n: usize,
 ) -> TrayResult {
-    let open = || open_on(servers);
     until_left(servers, "anonymous").await;
     let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
     settle(servers).await;
@@ -314,7 +309,7 @@ async fn tray(
         }));
     }
     let deadline = Instant::now() + Duration::from_secs(180);
-    while subscribed.load(Ordering::SeqCst) < n || open().await < n {
+    while subscribed.load(Ordering::SeqCst) < n || open_on(servers).await < n {
         assert!(
             Instant::now() < deadline,
             "tray subscribers did not all connect"
