@@ -120,12 +120,16 @@ impl PostCpu {
 }
 
 /// Posting throughput through `poster` for `audience`, with what each post
-/// cost in CPU on each side.
+/// cost in CPU on each side. With `EPHEMERA_BENCH_PERF` set to a folder,
+/// the machine is sampled by `perf record -g` while it posts, into
+/// `<folder>/<phase>.data` (a server build with frame pointers gives the
+/// call graphs: see docs/benchmarks.md).
 async fn metered(
     opts: &Opts,
     servers: &[Server],
     poster: &Poster<'_>,
     audience: &str,
+    phase: &str,
 ) -> (f64, PostCpu) {
     let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
     let with_db = servers.iter().any(|s| s.postgres);
@@ -141,7 +145,14 @@ async fn metered(
     let instances = crate::cpu::Meter::start(pids, with_db);
     let harness = crate::cpu::Meter::start(vec![std::process::id()], false);
     let started = Instant::now();
+    let perf = profile(phase);
     let rate = poster.closed_loop(opts, audience).await;
+    if let Some(mut perf) = perf {
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &perf.id().to_string()])
+            .status();
+        let _ = perf.wait();
+    }
     let posts = (rate * started.elapsed().as_secs_f64()).round() as u64;
     let (all, servers_cpu) = instances.micros_per(posts);
     let (harness, _) = harness.micros_per(posts);
@@ -288,7 +299,7 @@ async fn tray(
     until_left(servers, "anonymous").await;
     let n = n.min(usize::try_from(bench.users).unwrap_or(usize::MAX));
     settle(servers).await;
-    let (friends_without, cpu_without) = metered(opts, servers, poster, "FRIENDS").await;
+    let (friends_without, cpu_without) = metered(opts, servers, poster, "FRIENDS", "without").await;
     let mut result = TrayResult {
         subscribers: n,
         friends_without,
@@ -321,7 +332,8 @@ async fn tray(
         (told.load(Ordering::Relaxed) - before) as f64 / started.elapsed().as_secs_f64()
     };
     let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
-    (result.friends_with, result.cpu_with) = metered(opts, servers, poster, "FRIENDS").await;
+    (result.friends_with, result.cpu_with) =
+        metered(opts, servers, poster, "FRIENDS", "with").await;
     result.friends_tray_events = rate(before, started);
     let (before, started) = (told.load(Ordering::Relaxed), Instant::now());
     result.public_with = poster.closed_loop(opts, "PUBLIC").await;
@@ -333,8 +345,23 @@ async fn tray(
     until_left(servers, "tray").await;
     settle(servers).await;
     (result.friends_without_after, result.cpu_without_after) =
-        metered(opts, servers, poster, "FRIENDS").await;
+        metered(opts, servers, poster, "FRIENDS", "after").await;
     result
+}
+
+/// `perf record -g` of the whole machine (the instances, PostgreSQL and
+/// the harness, told apart by command name) into
+/// `$EPHEMERA_BENCH_PERF/<phase>.data`, if that is set (stopped by SIGINT).
+fn profile(phase: &str) -> Option<std::process::Child> {
+    let dir = std::env::var_os("EPHEMERA_BENCH_PERF")?;
+    let out = std::path::Path::new(&dir).join(format!("{phase}.data"));
+    std::process::Command::new("perf")
+        .args(["record", "-q", "-F", "499", "-g", "-a", "-o"])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()
 }
 
 /// Subscriptions open on `servers`, all together.
