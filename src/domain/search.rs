@@ -7,11 +7,10 @@
 //! that begins with it. One word of the text walks the index (the other
 //! words are checked per candidate), so a page reads the rows of one range
 //! from its cursor on, never the table. Which word walks is decided on the
-//! first page by a sample, in the page's own statement: the first
-//! [`SAMPLE`] index rows of each word's range, and how many of them the
-//! other words match; the word whose rows match most often walks (the
-//! longest among equals), and the cursors carry it, so later pages walk the
-//! same range in the same order. Friends come
+//! first page by a sample: the first [`SAMPLE`] index rows of each word's
+//! range, and how many of them the other words match; the word whose rows
+//! match most often walks (the longest among equals), and the cursors carry
+//! it, so later pages walk the same range in the same order. Friends come
 //! first, then everyone else; within each, users in the order of their first
 //! word in the walking range (an exact word first, then alphabetically), then
 //! by id. Accounts blocked either way and suspended ones are left out, as
@@ -156,9 +155,6 @@ pub async fn backfill(db: &DatabaseConnection, now: Millis) -> AppResult<u64> {
 pub struct Search {
     words: Vec<String>,
     walk: usize,
-    /// Whether its walk is one arm of a first page that walks only the
-    /// word the sample chose ([`first_page_query`]).
-    gated: bool,
 }
 
 impl Search {
@@ -186,7 +182,6 @@ impl Search {
         Ok(Self {
             words: kept,
             walk: 0,
-            gated: false,
         })
     }
 
@@ -244,30 +239,6 @@ fn begins(col: &str, word: &str, dialect: Dialect) -> Sql {
     }
 }
 
-/// `col` begins with the word `search` walks: [`begins`]; in an arm of
-/// [`first_page_query`], an empty range unless the sample chose that word
-/// (its lower bound then NULL): both databases then read no row of it,
-/// where a filter beside the range (SQLite) or above it would read or
-/// plan the range anyway.
-fn walks(search: &Search, col: &str, dialect: Dialect) -> Option<Sql> {
-    let word = search.walk_word()?;
-    if !search.gated {
-        return Some(begins(col, word, dialect));
-    }
-    let sql = Sql::new(&format!(
-        "{col} >= CASE WHEN (SELECT chosen FROM choice) = {} THEN ",
-        search.walk
-    ))
-    .append(dialect.opaque_text(word.clone()))
-    .push(" END");
-    Some(match successor(word) {
-        Some(hi) => sql
-            .push(&format!(" AND {col} < "))
-            .append(dialect.opaque_text(hi)),
-        None => sql,
-    })
-}
-
 /// The accepted friends of `viewer`, as a subquery of `fid`.
 fn friend_ids(viewer: i64) -> Sql {
     Sql::new("SELECT high_id AS fid FROM friendships WHERE low_id = ")
@@ -294,6 +265,12 @@ fn has_others(search: &Search, col: &str, dialect: Dialect) -> Sql {
     sql
 }
 
+#[derive(FromQueryResult)]
+struct Sampled {
+    walk: i64,
+    matched: i64,
+}
+
 /// The statement of the sample that chooses the walking word: for each
 /// word, how many of the first [`SAMPLE`] rows of its range the other words
 /// match. `None` for fewer than two words (there is nothing to choose).
@@ -309,10 +286,9 @@ pub fn sample_query(search: &Search, dialect: Dialect) -> Option<Sql> {
             sql = sql.push(" UNION ALL ");
         }
         sql = sql
-            .push(&format!(
-                "SELECT CAST({i} AS BIGINT) AS walk, \
-                 (SELECT COUNT(*) FROM (SELECT s.user_id FROM user_words s WHERE "
-            ))
+            .push("SELECT ")
+            .bind(i64::try_from(i).unwrap_or(i64::MAX))
+            .push(" AS walk, (SELECT COUNT(*) FROM (SELECT s.user_id FROM user_words s WHERE ")
             .append(begins("s.word", &search.words[i], dialect))
             // A constant: a bound limit is one more value a custom plan
             // sees and the generic plan guesses.
@@ -325,38 +301,20 @@ pub fn sample_query(search: &Search, dialect: Dialect) -> Option<Sql> {
     Some(sql)
 }
 
-/// The statement of a search's first page when it has several words: the
-/// sample ([`sample_query`]) chooses the word that walks (the one whose
-/// first rows the other words match most often, the first among equals:
-/// the longest), and the page of each word is an arm of one `UNION ALL`
-/// that reads nothing unless its word was chosen ([`walks`]); each row
-/// says which word walked (`walk`). One statement where the sample and
-/// the page were two. `None` for fewer than two words ([`page_query`]
-/// alone).
-pub fn first_page_query(
-    search: &Search,
-    viewer: Option<i64>,
-    limit: u64,
-    dialect: Dialect,
-) -> Option<Sql> {
-    let sample = sample_query(search, dialect)?;
-    let at = if viewer.is_some() { FRIENDS } else { OTHERS };
-    let mut sql = Sql::new("WITH sample AS (").append(sample).push(
-        "), choice AS (SELECT walk AS chosen FROM sample \
-             ORDER BY matched DESC, walk LIMIT 1) ",
-    );
-    for i in 0..search.words.len() {
-        let mut arm = search.clone().walking(i);
-        arm.gated = true;
-        if i > 0 {
-            sql = sql.push(" UNION ALL ");
-        }
-        sql = sql
-            .push("SELECT * FROM (")
-            .append(page_query(&arm, viewer, at, None, limit, dialect)?)
-            .push(&format!(") walked_{i}"));
-    }
-    Some(sql.push(" ORDER BY walk, phase, word, id"))
+/// `search` with the word that walks chosen by [`sample_query`]: the one
+/// whose first rows the other words match most often (the longest among
+/// equals); one statement, none for a single word.
+pub async fn choose_walk<C: ConnectionTrait>(db: &C, search: Search) -> AppResult<Search> {
+    let Some(sql) = sample_query(&search, Dialect::of(db)) else {
+        return Ok(search);
+    };
+    let sampled: Vec<Sampled> = db::fetch_all(db, sql).await?;
+    let best = sampled
+        .iter()
+        .max_by(|a, b| a.matched.cmp(&b.matched).then(b.walk.cmp(&a.walk)))
+        .and_then(|s| usize::try_from(s.walk).ok())
+        .unwrap_or(0);
+    Ok(search.walking(best))
 }
 
 /// The statement of one phase's page (its values unseen by PostgreSQL's
@@ -372,7 +330,6 @@ pub fn phase_query(
     dialect: Dialect,
 ) -> Option<Sql> {
     let walk = search.walk_word()?;
-    let range = |col: &str| walks(search, col, dialect);
     // The candidates, and their alias: the friends' words, each a user's
     // first in the range; or the index itself, where a user with several
     // words in the range is met once per word.
@@ -388,14 +345,15 @@ pub fn phase_query(
                 "WITH fw AS MATERIALIZED (SELECT f.fid AS user_id, \
                  (SELECT MIN(m.word) FROM user_words m WHERE m.user_id = f.fid AND ",
             )
-            .append(range("m.word")?)
+            .append(begins("m.word", walk, dialect))
             .push(") AS word FROM (")
             .append(friend_ids(v))
             .push(") f) SELECT fw.word, fw.user_id FROM fw WHERE fw.word IS NOT NULL"),
         ),
         _ => (
             "w",
-            Sql::new("SELECT w.word, w.user_id FROM user_words w WHERE ").append(range("w.word")?),
+            Sql::new("SELECT w.word, w.user_id FROM user_words w WHERE ")
+                .append(begins("w.word", walk, dialect)),
         ),
     };
     if let Some(after) = after {
@@ -420,9 +378,7 @@ pub fn phase_query(
     }
     candidates = candidates.push(&format!(" ORDER BY {w}.word, {w}.user_id LIMIT {SCAN}"));
     let mut sql = Sql::new(&format!(
-        "SELECT {PROFILE_COLUMNS}, CAST({phase} AS BIGINT) AS phase, \
-         CAST({} AS BIGINT) AS walk, c.word FROM (",
-        search.walk
+        "SELECT {PROFILE_COLUMNS}, CAST({phase} AS BIGINT) AS phase, c.word FROM ("
     ))
     .append(candidates)
     .push(") c JOIN users u ON u.id = c.user_id WHERE ");
@@ -449,13 +405,11 @@ pub fn phase_query(
     Some(sql)
 }
 
-/// A found user, the phase that found them and the word that walked
-/// ([`phase_query`]'s columns; the word it walked to, last, orders the
-/// rows and is not read).
+/// A found user and the phase that found them ([`phase_query`]'s columns;
+/// the word it walked to, last, orders the rows and is not read).
 struct Found {
     profile: Profile,
     phase: i64,
-    walk: i64,
 }
 
 impl FromQueryResult for Found {
@@ -464,7 +418,6 @@ impl FromQueryResult for Found {
         Ok(Self {
             profile: Profile::read(&mut c)?,
             phase: c.take()?,
-            walk: c.take()?,
         })
     }
 }
@@ -498,39 +451,33 @@ pub fn page_query(
 }
 
 /// A page of the users `search` finds for `viewer`: friends first (for a
-/// signed-in viewer), then everyone else; one statement whatever the
-/// page's size ([`first_page_query`] on a first page of several words,
-/// else [`page_query`]).
+/// signed-in viewer), then everyone else; at most two statements (the
+/// sample that chooses the walking word, on a first page of several words;
+/// the page, [`page_query`]).
 pub async fn page<C: ConnectionTrait>(
     db: &C,
     search: Search,
     viewer: Option<i64>,
     q: &PageQuery,
 ) -> AppResult<Page<Profile>> {
-    let dialect = Dialect::of(db);
-    let sql = match q.after {
+    let (search, at, after) = match q.after {
         Some(Key { ts, id }) => {
             let ts = ts.max(0);
             let walk = usize::try_from(ts / 2).unwrap_or(usize::MAX);
-            page_query(
-                &search.walking(walk),
-                viewer,
-                ts % 2,
-                Some(id),
-                q.limit,
-                dialect,
-            )
+            (search.walking(walk), ts % 2, Some(id))
         }
-        None => first_page_query(&search, viewer, q.limit, dialect).or_else(|| {
+        None => {
             let phase = if viewer.is_some() { FRIENDS } else { OTHERS };
-            page_query(&search, viewer, phase, None, q.limit, dialect)
-        }),
+            (choose_walk(db, search).await?, phase, None)
+        }
     };
+    let walk = i64::try_from(search.walk).unwrap_or(0);
     let limit = usize::try_from(q.limit).unwrap_or(usize::MAX);
-    let mut rows: Vec<Found> = match sql {
-        Some(sql) => db::fetch_all(db, sql).await?,
-        None => Vec::new(),
-    };
+    let mut rows: Vec<Found> =
+        match page_query(&search, viewer, at, after, q.limit, Dialect::of(db)) {
+            Some(sql) => db::fetch_all(db, sql).await?,
+            None => Vec::new(),
+        };
     let mut items = Vec::new();
     let mut has_next = false;
     for phase in [FRIENDS, OTHERS] {
@@ -539,10 +486,11 @@ pub async fn page<C: ConnectionTrait>(
         if found.len() > left {
             has_next = true;
         }
+        let ts = phase + 2 * walk;
         items.extend(found.into_iter().take(left).map(|f| {
             (
                 Key {
-                    ts: phase + 2 * f.walk,
+                    ts,
                     id: f.profile.id,
                 },
                 f.profile,

@@ -286,10 +286,7 @@ async fn hot_statements_run_their_cached_plans() {
             "search, friends and others",
             search::page_query(&one, Some(me), search::FRIENDS, None, 20, dialect),
         ),
-        (
-            "search, a first page of two words",
-            search::first_page_query(&two, Some(me), 20, dialect),
-        ),
+        ("search, the sample", search::sample_query(&two, dialect)),
         (
             "author page",
             Some(status::author_page_query(
