@@ -707,7 +707,7 @@ pub struct WsConfig {
 
     /// How often each instance reads the change log for events written by the
     /// others (a write on this instance wakes its reader sooner: at most one
-    /// read per 50 ms, or per this if shorter).
+    /// read per 100 ms, or per this if shorter).
     #[arg(id = "event_poll", long = "event-poll", env = "EPHEMERA_EVENT_POLL", default_value = "100ms", value_parser = parse_duration)]
     pub event_poll: Duration,
 

@@ -7,8 +7,9 @@
 //! makes it ([`log::record`]), whichever instance took it. One reader per
 //! instance ([`EventBus::run_reader`]) polls the table for what became
 //! final after the last position it read (an index probe per poll, ten a
-//! second; a local write wakes it sooner, at most once per 50 ms, so that
-//! writes close together are read, and decided, together). For each page it asks the
+//! second by default; a local write wakes it, to read at most once per
+//! 100 ms or per poll, whichever is shorter, so that writes close together
+//! are read, and decided, together). For each page it asks the
 //! domain's rules once whom each event is for among the viewers subscribed
 //! here (the [`Decide`] the wiring gives it), then hands each subscription
 //! only what is for it, on a bounded channel of its own: a subscriber that
@@ -308,8 +309,13 @@ pub struct ReaderSettings {
     pub page: u32,
 }
 
-/// The least time between two reads woken by local writes.
-const WAKE_GAP: Duration = Duration::from_millis(50);
+/// The least time between two reads woken by local writes (or the poll,
+/// if shorter). Under load a read is woken again as soon as it is done, so
+/// this paces the reader's pages: at 50 ms the fan-out of the live tray
+/// (three instances, 10,000 subscribers) cost ephemera and PostgreSQL a
+/// quarter more CPU a post than at 100 ms, in smaller pages and batches
+/// (docs/benchmarks.md), for 50 ms less delay.
+const WAKE_GAP: Duration = Duration::from_millis(100);
 
 /// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
 const SOLO: usize = 4;
