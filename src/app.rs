@@ -27,12 +27,12 @@ fn decide(state: &AppState) -> Decide {
     Arc::new(move |events, asked| {
         let (db, now, circles) = (db.clone(), clock.now(), circles.clone());
         Box::pin(async move {
-            if asked.reader {
-                let mut circles = circles.lock().await;
-                live::admit(&db, &events, &asked, now, Some(&mut circles)).await
+            let mut kept = if asked.reader {
+                Some(circles.lock().await)
             } else {
-                live::admit(&db, &events, &asked, now, None).await
-            }
+                None
+            };
+            live::admit(&db, &events, &asked, now, kept.as_deref_mut()).await
         })
     })
 }

@@ -131,8 +131,6 @@ async fn metered(
     audience: &str,
     phase: &str,
 ) -> (f64, PostCpu) {
-    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
-    let with_db = servers.iter().any(|s| s.postgres);
     let statements = || async {
         let mut n = 0.0;
         for s in servers {
@@ -142,7 +140,7 @@ async fn metered(
         n
     };
     let before = statements().await;
-    let instances = crate::cpu::Meter::start(pids, with_db);
+    let instances = meter(servers);
     let harness = crate::cpu::Meter::start(vec![std::process::id()], false);
     let started = Instant::now();
     let perf = profile(phase);
@@ -364,6 +362,12 @@ fn profile(phase: &str) -> Option<std::process::Child> {
         .ok()
 }
 
+/// CPU from now on of the instances and, on PostgreSQL, the database.
+fn meter(servers: &[Server]) -> crate::cpu::Meter {
+    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
+    crate::cpu::Meter::start(pids, servers.iter().any(|s| s.postgres))
+}
+
 /// Subscriptions open on `servers`, all together.
 async fn open_on(servers: &[Server]) -> usize {
     let mut open = 0;
@@ -390,10 +394,8 @@ async fn until_left(servers: &[Server], who: &str) {
 /// stopped working on what came before (a reader's backlog, connections
 /// opened or closed, autovacuum): under a tenth of a core for a second.
 async fn settle(servers: &[Server]) {
-    let pids: Vec<u32> = servers.iter().map(Server::pid).collect();
-    let with_db = servers.iter().any(|s| s.postgres);
     for _ in 0..60 {
-        let meter = crate::cpu::Meter::start(pids.clone(), with_db);
+        let meter = meter(servers);
         tokio::time::sleep(Duration::from_secs(1)).await;
         if meter.micros_per(1).0 < 100_000.0 {
             return;

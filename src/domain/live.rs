@@ -127,7 +127,7 @@ pub async fn admit<C: ConnectionTrait>(
         circles,
     };
     let seers = Readers {
-        viewers: &seers.into_iter().collect(),
+        viewers: &seers,
         circles: None,
     };
     let created_for = readers(db, Shown::Status, &created_pairs, &all, Reach::List).await?;
