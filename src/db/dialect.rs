@@ -16,6 +16,7 @@
 //! | [`index_hint`](Dialect::index_hint) | `INDEXED BY` | nothing |
 //! | [`join_in_written_order`](Dialect::join_in_written_order) | `CROSS JOIN` | `JOIN` |
 //! | [`rows_for_each`](Dialect::rows_for_each) | `CROSS JOIN ... ON` | `CROSS JOIN LATERAL (... OFFSET 0)` |
+//! | [`fence`](Dialect::fence) | `LIMIT -1` | `OFFSET 0` |
 //! | [`cell_ranges`](Dialect::cell_ranges) | a join with `VALUES` | an `OR` of ranges |
 //! | [`merge_newest`](Dialect::merge_newest) | a compound `SELECT` | `UNION ALL` of limited arms |
 //! | [`integers`](Dialect::integers) | a recursive `WITH` | `generate_series` |
@@ -309,19 +310,40 @@ impl Dialect {
         }
     }
 
-    /// A join of the rows of `table` (as `alias`) whose `key` column equals
-    /// `outer` (a column of a source before it), read for each outer row in
-    /// turn, never by walking `table` first. SQLite keeps a `CROSS JOIN`'s
-    /// order. PostgreSQL would reorder a join, and walk an ordered index of
-    /// `table` filtering by a hash of the outer rows (a friends-only tray
-    /// read the whole tray for a viewer with few friends); a `LATERAL`
-    /// subquery that cannot be pulled up (`OFFSET 0`) is looked up per row.
-    pub fn rows_for_each(self, table: &str, alias: &str, key: &str, outer: &str) -> String {
+    /// A join of the rows of `table` (as `alias`) whose `keys` columns equal
+    /// their outer values (each a column of a source before it, or an
+    /// expression of them), read for each outer row in turn, never by
+    /// walking `table` first. SQLite keeps a `CROSS JOIN`'s order.
+    /// PostgreSQL would reorder a join, and walk an ordered index of `table`
+    /// filtering by a hash of the outer rows (a friends-only tray read the
+    /// whole tray for a viewer with few friends); a `LATERAL` subquery that
+    /// cannot be pulled up (`OFFSET 0`) is looked up per row.
+    pub fn rows_for_each(self, table: &str, alias: &str, keys: &[(&str, &str)]) -> String {
+        let on = |a: &str| {
+            keys.iter()
+                .map(|(key, outer)| format!("{a}.{key} = {outer}"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        };
         match self {
-            Dialect::Sqlite => format!("CROSS JOIN {table} {alias} ON {alias}.{key} = {outer}"),
+            Dialect::Sqlite => format!("CROSS JOIN {table} {alias} ON {}", on(alias)),
             Dialect::Postgres => format!(
-                "CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE r.{key} = {outer} OFFSET 0) {alias}"
+                "CROSS JOIN LATERAL (SELECT * FROM {table} r WHERE {} OFFSET 0) {alias}",
+                on("r")
             ),
+        }
+    }
+
+    /// What ends a subquery in `FROM` so that neither planner merges it
+    /// into the query around it: its columns are then computed once per
+    /// row, however often the outer query uses them (merged, each use is
+    /// the column's expression again, a correlated subquery asked anew).
+    /// SQLite does not flatten a subquery with a `LIMIT` into a join;
+    /// PostgreSQL does not pull up one with an `OFFSET`.
+    pub fn fence(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => " LIMIT -1",
+            Dialect::Postgres => " OFFSET 0",
         }
     }
 
@@ -718,6 +740,17 @@ mod tests {
         assert_eq!(Postgres.index_hint("i"), "");
         assert_eq!(Sqlite.join_in_written_order(), "CROSS JOIN");
         assert_eq!(Postgres.join_in_written_order(), "JOIN");
+        let keys = [("a", "p.x"), ("b", "p.y")];
+        assert_eq!(
+            Sqlite.rows_for_each("t", "u", &keys),
+            "CROSS JOIN t u ON u.a = p.x AND u.b = p.y"
+        );
+        assert_eq!(
+            Postgres.rows_for_each("t", "u", &keys),
+            "CROSS JOIN LATERAL (SELECT * FROM t r WHERE r.a = p.x AND r.b = p.y OFFSET 0) u"
+        );
+        assert_eq!(Sqlite.fence(), " LIMIT -1");
+        assert_eq!(Postgres.fence(), " OFFSET 0");
     }
 
     #[test]

@@ -554,7 +554,7 @@ pub fn tray_page_query(
             .push(" AS id UNION ALL ")
             .append(visibility::friend_ids(who))
             .push(") f ")
-            .push(&dialect.rows_for_each("status_tray", "t", "author_id", "f.id")),
+            .push(&dialect.rows_for_each("status_tray", "t", &[("author_id", "f.id")])),
     };
     // The time goes in where the planner cannot see it (`tray_rows`):
     // nearly every tray row is live, so on PostgreSQL a plan made for the
@@ -659,17 +659,30 @@ struct TrayCountRow {
 /// author (the widest level that admits them), exclusions applied; what
 /// `storyTray` and the live tray's entries both read.
 pub fn tray_rows(dialect: Dialect, who: Who<'_>, now: Millis) -> Sql {
-    Sql::new("t.max_expires_at > ")
-        .append(dialect.opaque_bigint(now))
+    live_tray_row(dialect, now)
         .push(" AND ")
         .append(visibility::widest_level("t.audience", "t.author_id", who))
         .push(" AND ")
-        .append(visibility::not_excluded(
-            "t.author_id",
-            who,
-            visibility::Content::Status,
-            Reach::List,
-        ))
+        .append(tray_row_not_excluded(who))
+}
+
+/// [`tray_rows`] where the row read is already the one of the widest level
+/// `who` reaches of its author (looked up by
+/// [`visibility::widest_level_of`]): live, exclusions applied.
+pub fn tray_rows_of_level(dialect: Dialect, who: Who<'_>, now: Millis) -> Sql {
+    live_tray_row(dialect, now)
+        .push(" AND ")
+        .append(tray_row_not_excluded(who))
+}
+
+/// A tray row with a live status at `now`.
+fn live_tray_row(dialect: Dialect, now: Millis) -> Sql {
+    Sql::new("t.max_expires_at > ").append(dialect.opaque_bigint(now))
+}
+
+/// A tray row whose author `who` may see in lists.
+fn tray_row_not_excluded(who: Who<'_>) -> Sql {
+    visibility::not_excluded("t.author_id", who, visibility::Content::Status, Reach::List)
 }
 
 /// For each author, how many live statuses they have that `viewer` may see

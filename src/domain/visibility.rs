@@ -244,14 +244,31 @@ pub fn widest_level(level: &str, author: &str, who: Who<'_>) -> Sql {
     if who.anonymous() {
         return Sql::new(&format!("{level} = 'PUBLIC'"));
     }
+    levels(author, who, is_friend(author, who), |l| {
+        format!("{level} = '{l}'")
+    })
+}
+
+/// [`widest_level`] as a value: the level itself, to look the one tray
+/// summary up by it, given `in_friends`, SQL true where `author` is `who`
+/// or a friend of theirs ([`scope`] `FRIENDS`, asked once elsewhere).
+pub fn widest_level_of(author: &str, who: Who<'_>, in_friends: &str) -> Sql {
+    levels(author, who, Sql::new(in_friends), |l| format!("'{l}'"))
+}
+
+/// The rule of [`widest_level`] and [`widest_level_of`]: `then` of the
+/// level that `who` reaches of `author`, `friend` being true of a friend.
+fn levels(author: &str, who: Who<'_>, friend: Sql, then: impl Fn(&str) -> String) -> Sql {
     Sql::new(&format!("(CASE WHEN {author} = "))
         .append(who.sql())
         .push(" OR ")
         .append(is_close_friend_of(author, who))
-        .push(&format!(" THEN {level} = 'CLOSE_FRIENDS' WHEN "))
-        .append(is_friend(author, who))
+        .push(&format!(" THEN {} WHEN ", then("CLOSE_FRIENDS")))
+        .append(friend)
         .push(&format!(
-            " THEN {level} = 'FRIENDS' ELSE {level} = 'PUBLIC' END)"
+            " THEN {} ELSE {} END)",
+            then("FRIENDS"),
+            then("PUBLIC")
         ))
 }
 
