@@ -19,13 +19,17 @@ pub use crate::state::AppState;
 use crate::{graphql, http, jobs};
 
 /// The rules the event bus decides with: `domain::live` on this state's
-/// database, at its clock's time; the reader's pages with the circles of
-/// friends it keeps from one page to the next (`live::Circles`).
+/// database, at its clock's time; the reader's pages on its own connection
+/// (`AppState::reader_db`), with the circles of friends it keeps from one
+/// page to the next (`live::Circles`); a subscriber catching up, on the
+/// main pool.
 fn decide(state: &AppState) -> Decide {
-    let (db, clock) = (state.db.clone(), state.clock.clone());
+    let (db, reader_db) = (state.db.clone(), state.reader_db.clone());
+    let clock = state.clock.clone();
     let circles = Arc::new(tokio::sync::Mutex::new(live::Circles::default()));
     Arc::new(move |events, asked| {
-        let (db, now, circles) = (db.clone(), clock.now(), circles.clone());
+        let db = if asked.reader { &reader_db } else { &db }.clone();
+        let (now, circles) = (clock.now(), circles.clone());
         Box::pin(async move {
             let mut kept = if asked.reader {
                 Some(circles.lock().await)
@@ -144,6 +148,7 @@ impl App {
         self.state.query_conns.close().await;
         self.state.db.clone().close().await.ok();
         self.state.log_db.clone().close().await.ok();
+        self.state.reader_db.clone().close().await.ok();
         Ok(())
     }
 }

@@ -45,6 +45,12 @@ pub struct AppState {
     /// statements counted apart (`ephemera_event_log_statements_total`).
     pub log_db: DatabaseConnection,
     pub log_stats: Arc<DbStats>,
+    /// The change-log reader's own connection, on which it decides its
+    /// pages (`app::decide`; statements counted with the main pool's).
+    /// PostgreSQL plans a prepared statement anew for its first five runs
+    /// on a connection: spread over the main pool, the reader's statements
+    /// were planned on most pages of a run; here they are planned once.
+    pub reader_db: DatabaseConnection,
     /// The connections GraphQL queries hold, apart from the pool (see
     /// [`db::RequestDb`]).
     pub query_conns: Arc<QueryConnections>,
@@ -113,6 +119,7 @@ impl AppState {
             log_stats.clone(),
         )
         .await?;
+        let reader_db = db::connect(&config.effective_database_url(), 1, db_stats.clone()).await?;
         let (ids, node_lease) = match config.server.node_id {
             Some(node) => (IdGenerator::new(node), None),
             None => {
@@ -171,6 +178,7 @@ impl AppState {
             db_stats,
             log_db,
             log_stats,
+            reader_db,
         })
     }
 }
