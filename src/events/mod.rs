@@ -317,6 +317,27 @@ pub struct ReaderSettings {
 /// (docs/benchmarks.md), for 50 ms less delay.
 const WAKE_GAP: Duration = Duration::from_millis(100);
 
+/// The deliveries (an event, or its tray part, to one viewer) a page of
+/// the reader aims at: past them the next page is made smaller, in
+/// proportion, so that a page's decision and hand-out stay short however
+/// many subscribers each event is for. Every subscriber is told every
+/// `PUBLIC` post, and a full page of them (500 posts, 3,333 subscribers on
+/// an instance) was 3.3 million deliveries: over ten seconds in which that
+/// instance told nobody anything.
+const PAGE_DELIVERIES: usize = 10_000;
+
+/// The size of the reader's next page, after one of `events` events that
+/// made `deliveries`, at most `max`: in proportion when that page made too
+/// many deliveries, else growing back (doubling) towards `max`.
+fn next_page(size: u32, events: usize, deliveries: usize, max: u32) -> u32 {
+    if deliveries > PAGE_DELIVERIES {
+        let fit = events * PAGE_DELIVERIES / deliveries;
+        u32::try_from(fit).unwrap_or(max).clamp(1, max)
+    } else {
+        size.saturating_mul(2).min(max)
+    }
+}
+
 /// Pages of work done for single subscribers at once (see [`EventBus::solo`]).
 const SOLO: usize = 4;
 
@@ -586,10 +607,14 @@ impl EventBus {
         mut stop: watch::Receiver<bool>,
     ) {
         let mut last = self.published();
+        let mut size = settings.page;
         while !*stop.borrow() {
             let mut full = false;
-            match self.read_once(&db, &mut last, settings.page).await {
-                Ok(n) => full = n >= settings.page as usize,
+            match self.read_once(&db, &mut last, size).await {
+                Ok((events, deliveries)) => {
+                    full = events >= size as usize;
+                    size = next_page(size, events, deliveries, settings.page);
+                }
                 Err(e) => {
                     e.log();
                     tracing::warn!("reading the change log failed; trying again");
@@ -610,13 +635,14 @@ impl EventBus {
         }
     }
 
-    /// One page: read, decided, handed out; returns how many events.
+    /// One page: read, decided, handed out; returns how many events, and
+    /// how many deliveries they made.
     async fn read_once(
         &self,
         db: &DatabaseConnection,
         last: &mut Option<Pos>,
         page: u32,
-    ) -> AppResult<usize> {
+    ) -> AppResult<(usize, usize)> {
         let after = match *last {
             Some(p) => p,
             None => log::end(db).await?,
@@ -627,13 +653,17 @@ impl EventBus {
             if self.published().is_none() {
                 self.published.send_replace(Some(after));
             }
-            return Ok(0);
+            return Ok((0, 0));
         };
         let Snapshot { asked, upto } = self.snapshot();
+        let mut deliveries = 0;
         match self.decide.get() {
             Some(decide) if !asked.viewers.is_empty() => {
                 match decide(events.clone(), asked).await {
-                    Ok(admitted) => self.hand_out(&admitted, &events, upto),
+                    Ok(admitted) => {
+                        deliveries = admitted.by_viewer.values().map(Vec::len).sum();
+                        self.hand_out(&admitted, &events, upto);
+                    }
                     Err(e) => {
                         e.log();
                         self.all_behind();
@@ -645,7 +675,7 @@ impl EventBus {
         }
         *last = Some(end);
         self.published.send_replace(Some(end));
-        Ok(events.len())
+        Ok((events.len(), deliveries))
     }
 
     /// What `viewer` hears of after `after` (or, without one, after the
@@ -772,6 +802,17 @@ async fn catch_up_page(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_page_that_made_too_many_deliveries_makes_the_next_smaller_then_it_grows_back() {
+        // 500 PUBLIC posts for 3,333 subscribers: 2 deliveries each.
+        assert_eq!(next_page(500, 500, 3_333_000, 500), 1);
+        assert_eq!(next_page(500, 40, 40 * 6_666, 500), 1);
+        assert_eq!(next_page(500, 100, 20_000, 500), 50);
+        assert_eq!(next_page(50, 50, 9_000, 500), 100);
+        assert_eq!(next_page(400, 3, 12, 500), 500);
+        assert_eq!(next_page(1, 1, 0, 500), 2);
+    }
 
     fn event(subject: i64) -> LogEvent {
         LogEvent {
